@@ -1,0 +1,54 @@
+//! Reading cells out of the small frames that rules collect, to build findings.
+
+use polars::prelude::*;
+
+use crate::error::{EngineContext, Result};
+
+pub fn texts(df: &DataFrame, name: &str) -> Result<Vec<Option<String>>> {
+    let column = df
+        .column(name)
+        .engine(name)?
+        .cast(&DataType::String)
+        .engine(name)?;
+    Ok(column
+        .str()
+        .engine(name)?
+        .iter()
+        .map(|value| value.map(str::to_string))
+        .collect())
+}
+
+/// Integers, and timestamps as microseconds since the epoch.
+pub fn ints(df: &DataFrame, name: &str) -> Result<Vec<Option<i64>>> {
+    let column = df
+        .column(name)
+        .engine(name)?
+        .cast(&DataType::Int64)
+        .engine(name)?;
+    Ok(column.i64().engine(name)?.iter().collect())
+}
+
+pub fn bools(df: &DataFrame, name: &str) -> Result<Vec<Option<bool>>> {
+    let column = df.column(name).engine(name)?;
+    Ok(column.bool().engine(name)?.iter().collect())
+}
+
+/// Splits a frame sorted by `key` columns into runs of equal keys: `(first row, rows)`.
+pub fn groups(df: &DataFrame, key: &[&str]) -> Result<Vec<(usize, Vec<usize>)>> {
+    let keys: Vec<Vec<Option<String>>> = key
+        .iter()
+        .map(|name| texts(df, name))
+        .collect::<Result<_>>()?;
+    let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
+    for row in 0..df.height() {
+        let same = out
+            .last()
+            .is_some_and(|(first, _)| keys.iter().all(|column| column[*first] == column[row]));
+        if same {
+            out.last_mut().expect("checked").1.push(row);
+        } else {
+            out.push((row, vec![row]));
+        }
+    }
+    Ok(out)
+}

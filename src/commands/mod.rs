@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod audit;
+pub mod demo;
+pub mod rule;

@@ -1,0 +1,472 @@
+//! The TOML configuration, validated up front into typed settings.
+//!
+//! Every error names the file, the key and the line: `toml` reports spans for syntax and
+//! unknown fields; the checks here find the key's line themselves.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::keys::KeyTemplate;
+use crate::model::{JOURNAL, PHASES};
+use crate::timestamp;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    airflow: Option<RawSource>,
+    journal: Option<RawJournal>,
+    provider: Option<RawProvider>,
+    #[serde(default)]
+    operation: Vec<RawOperation>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    snapshot: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJournal {
+    snapshot: PathBuf,
+    #[serde(default)]
+    columns: BTreeMap<String, String>,
+    phases: Option<BTreeMap<String, Vec<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    snapshot: PathBuf,
+    key_ttl: Option<String>,
+    #[serde(default = "default_void_statuses")]
+    void_statuses: Vec<String>,
+    #[serde(default)]
+    replay: Replay,
+}
+
+fn default_void_statuses() -> Vec<String> {
+    ["cancelled", "canceled", "voided", "deleted"]
+        .map(String::from)
+        .to_vec()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOperation {
+    name: Option<String>,
+    dag_id: String,
+    task_id: String,
+    key: Option<String>,
+}
+
+/// What a provider returns when a key is replayed (SPEC §3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Replay {
+    /// The first response, frozen (Stripe).
+    #[default]
+    Frozen,
+    /// The object's latest status.
+    Latest,
+    /// The object's current state.
+    Current,
+}
+
+/// Where a canonical table comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Snapshot(PathBuf),
+}
+
+impl Source {
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Snapshot(path) => format!("snapshot {}", path.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct JournalSettings {
+    pub source: Source,
+    /// canonical column name -> the journal's own column name.
+    pub columns: BTreeMap<String, String>,
+    /// the journal's own phase value -> canonical phase.
+    pub phases: BTreeMap<String, String>,
+}
+
+impl JournalSettings {
+    /// The journal's own name for a canonical column.
+    pub fn column<'a>(&'a self, canonical: &'a str) -> &'a str {
+        self.columns
+            .get(canonical)
+            .map(String::as_str)
+            .unwrap_or(canonical)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderSettings {
+    pub source: Source,
+    /// How long the provider remembers an idempotency key, in microseconds.
+    pub key_ttl: Option<i64>,
+    pub void_statuses: Vec<String>,
+    pub replay: Replay,
+}
+
+/// An `[[operation]]`: which task's tries cause a side effect, and how its key is derived.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub name: String,
+    pub dag_id: String,
+    pub task_id: String,
+    pub key: Option<KeyTemplate>,
+}
+
+impl Operation {
+    pub fn matches(&self, dag_id: &str, task_id: &str) -> bool {
+        glob_match(&self.dag_id, dag_id) && glob_match(&self.task_id, task_id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub path: PathBuf,
+    pub attempts: Source,
+    pub journal: JournalSettings,
+    pub provider: ProviderSettings,
+    pub operations: Vec<Operation>,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| Error::io(path.display().to_string(), err))?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses config text; relative paths are taken from `path`'s folder.
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let shown = path.display().to_string();
+        let raw: RawConfig = toml::from_str(text).map_err(|err| {
+            let line = err
+                .span()
+                .map(|span| format!("line {}: ", line_of(text, span.start)))
+                .unwrap_or_default();
+            Error::config(&shown, format!("{line}{}", err.message()))
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let at = Locator { text, path: &shown };
+
+        let airflow = raw.airflow.ok_or_else(|| {
+            Error::config(
+                &shown,
+                "missing [airflow]: where to read Airflow's task tries",
+            )
+        })?;
+        let journal = raw.journal.ok_or_else(|| {
+            Error::config(
+                &shown,
+                "missing [journal]: where to read the operation journal",
+            )
+        })?;
+        let provider = raw.provider.ok_or_else(|| {
+            Error::config(
+                &shown,
+                "missing [provider]: where to read the provider's objects",
+            )
+        })?;
+
+        for (canonical, own) in &journal.columns {
+            if !JOURNAL.iter().any(|spec| spec.name == canonical) {
+                let known: Vec<_> = JOURNAL.iter().map(|spec| spec.name).collect();
+                return Err(at.error(canonical, format!(
+                    "[journal.columns] names `{canonical}`, which is not a journal column (known: {})",
+                    known.join(", ")
+                )));
+            }
+            if own.trim().is_empty() {
+                return Err(at.error(
+                    canonical,
+                    format!("[journal.columns] `{canonical}` maps to an empty name"),
+                ));
+            }
+        }
+        let phases = phase_mapping(journal.phases.as_ref(), &at)?;
+
+        let key_ttl = match &provider.key_ttl {
+            None => None,
+            Some(text) => Some(timestamp::parse_duration(text).filter(|ttl| *ttl > 0).ok_or_else(|| {
+                at.error("key_ttl", format!(
+                    "[provider] key_ttl = {text:?} is not a duration (use forms like 24h, 7d, 90d, 6h30m)"
+                ))
+            })?),
+        };
+
+        if raw.operation.is_empty() {
+            return Err(Error::config(
+                &shown,
+                "no [[operation]]: name at least one dag_id/task_id whose tries cause a side effect",
+            ));
+        }
+        let mut operations = Vec::with_capacity(raw.operation.len());
+        for (index, op) in raw.operation.into_iter().enumerate() {
+            let name = op
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{}.{}", op.dag_id, op.task_id));
+            if operations
+                .iter()
+                .any(|known: &Operation| known.name == name)
+            {
+                return Err(at.error(
+                    "name",
+                    format!(
+                        "[[operation]] #{}: the name `{name}` is used twice",
+                        index + 1
+                    ),
+                ));
+            }
+            for (field, value) in [("dag_id", &op.dag_id), ("task_id", &op.task_id)] {
+                if value.trim().is_empty() {
+                    return Err(at.error(
+                        field,
+                        format!("[[operation]] #{}: `{field}` is empty", index + 1),
+                    ));
+                }
+            }
+            let key = match &op.key {
+                None => None,
+                Some(template) => Some(KeyTemplate::parse(template).map_err(|message| {
+                    at.error(
+                        "key",
+                        format!("[[operation]] `{name}`: key template {template:?}: {message}"),
+                    )
+                })?),
+            };
+            operations.push(Operation {
+                name,
+                dag_id: op.dag_id,
+                task_id: op.task_id,
+                key,
+            });
+        }
+
+        Ok(Config {
+            path: path.to_path_buf(),
+            attempts: Source::Snapshot(base.join(airflow.snapshot)),
+            journal: JournalSettings {
+                source: Source::Snapshot(base.join(journal.snapshot)),
+                columns: journal.columns,
+                phases,
+            },
+            provider: ProviderSettings {
+                source: Source::Snapshot(base.join(provider.snapshot)),
+                key_ttl,
+                void_statuses: provider.void_statuses,
+                replay: provider.replay,
+            },
+            operations,
+        })
+    }
+
+    /// The operation a task belongs to: the first `[[operation]]` whose globs match.
+    pub fn operation_for(&self, dag_id: &str, task_id: &str) -> Option<&Operation> {
+        self.operations
+            .iter()
+            .find(|op| op.matches(dag_id, task_id))
+    }
+}
+
+/// Builds "own value -> canonical phase"; without `[journal.phases]` the canonical names map
+/// to themselves.
+fn phase_mapping(
+    phases: Option<&BTreeMap<String, Vec<String>>>,
+    at: &Locator<'_>,
+) -> Result<BTreeMap<String, String>> {
+    let mut mapping = BTreeMap::new();
+    let Some(phases) = phases else {
+        for phase in PHASES {
+            mapping.insert(phase.to_string(), phase.to_string());
+        }
+        return Ok(mapping);
+    };
+    for (canonical, values) in phases {
+        if !PHASES.contains(&canonical.as_str()) {
+            return Err(at.error(
+                canonical,
+                format!(
+                    "[journal.phases] names `{canonical}`, which is not a phase (known: {})",
+                    PHASES.join(", ")
+                ),
+            ));
+        }
+        for value in values {
+            if let Some(previous) = mapping.insert(value.clone(), canonical.clone()) {
+                return Err(at.error(
+                    canonical,
+                    format!(
+                        "[journal.phases] maps {value:?} to both `{previous}` and `{canonical}`"
+                    ),
+                ));
+            }
+        }
+    }
+    for required in ["intent", "committed"] {
+        if !mapping.values().any(|phase| phase == required) {
+            return Err(at.error(
+                "phases",
+                format!("[journal.phases] gives no value for `{required}`; the rules need it"),
+            ));
+        }
+    }
+    Ok(mapping)
+}
+
+/// Names the line a key is set on, for checks that run after parsing.
+struct Locator<'a> {
+    text: &'a str,
+    path: &'a str,
+}
+
+impl Locator<'_> {
+    fn error(&self, key: &str, message: String) -> Error {
+        let line = self.text.lines().position(|line| {
+            let line = line.trim_start();
+            line.starts_with(key) && line[key.len()..].trim_start().starts_with('=')
+                || line.starts_with(&format!("\"{key}\""))
+                || line.starts_with(&format!("[journal.{key}]"))
+        });
+        match line {
+            Some(index) => Error::config(self.path, format!("line {}: {message}", index + 1)),
+            None => Error::config(self.path, message),
+        }
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
+}
+
+/// `*` matches any run of characters, `?` one character; everything else is literal.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((star_p, star_t)) = star {
+            p = star_p + 1;
+            t = star_t + 1;
+            star = Some((star_p, star_t + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|ch| *ch == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[airflow]
+snapshot = "attempts.csv"
+[journal]
+snapshot = "journal.csv"
+[provider]
+snapshot = "provider.csv"
+key_ttl = "24h"
+[[operation]]
+dag_id = "orders_*"
+task_id = "export"
+key = "orders:{interval_start:%Y-%m-%d}"
+"#;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("/etc/onceonly/onceonly.toml"))
+    }
+
+    #[test]
+    fn minimal_config_resolves_paths_next_to_the_file() {
+        let config = parse(MINIMAL).unwrap();
+        assert_eq!(
+            config.attempts,
+            Source::Snapshot("/etc/onceonly/attempts.csv".into())
+        );
+        assert_eq!(config.provider.key_ttl, Some(86_400_000_000));
+        assert_eq!(config.operations[0].name, "orders_*.export");
+        assert_eq!(
+            config.journal.phases.get("committed").map(String::as_str),
+            Some("committed")
+        );
+    }
+
+    #[test]
+    fn unknown_field_names_field_and_line() {
+        let text = MINIMAL.replace("key_ttl = \"24h\"", "key_ttl = \"24h\"\nkey_tll = \"1d\"");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("onceonly.toml"), "{message}");
+        assert!(message.contains("line 10"), "{message}");
+        assert!(message.contains("key_tll"), "{message}");
+    }
+
+    #[test]
+    fn bad_duration_names_key_and_line() {
+        let message = parse(&MINIMAL.replace("24h", "a day"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("line 9") && message.contains("key_ttl"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn bad_template_is_refused() {
+        let message = parse(&MINIMAL.replace("{interval_start:%Y-%m-%d}", "{nope}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("line 13") && message.contains("nope"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn phase_mapping_needs_intent_and_committed() {
+        let text = format!("{MINIMAL}\n[journal.phases]\nintent = [\"STARTED\"]\n");
+        let text = text.replace("[journal]\nsnapshot = \"journal.csv\"\n", "");
+        let text = text.replace(
+            "[journal.phases]",
+            "[journal]\nsnapshot = \"journal.csv\"\n[journal.phases]",
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("committed"), "{message}");
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("orders_*", "orders_daily"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("orders_*", "order_daily"));
+        assert!(glob_match("*_export*", "x_export_y"));
+    }
+}

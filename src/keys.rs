@@ -1,0 +1,203 @@
+//! Key templates (SPEC §4): `orders:{interval_start:%Y-%m-%d}:{interval_end:%Y-%m-%d}`.
+//!
+//! A template turns every attempt into its **expected key**, so the rules can tell a try that
+//! never wrote its operation from one whose key was derived from something unstable.
+
+use chrono::format::{Item, StrftimeItems};
+use polars::prelude::*;
+
+/// Airflow's `{{ ts }}` form, used when a time placeholder has no format.
+pub const DEFAULT_TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%S+00:00";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Literal(String),
+    /// A text or integer column of `attempts`: dag_id, task_id, map_index, run_id.
+    Field(&'static str),
+    /// A time column with its strftime format: interval_start, interval_end, logical_date.
+    Time(&'static str, String),
+    /// A top-level value of the run's conf.
+    Conf(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    pub text: String,
+    pub parts: Vec<Part>,
+}
+
+const FIELDS: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
+const TIMES: [&str; 3] = ["interval_start", "interval_end", "logical_date"];
+
+impl KeyTemplate {
+    pub fn parse(text: &str) -> Result<KeyTemplate, String> {
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(ch) = chars.next() {
+            match ch {
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => return Err("a lone `}` (write `}}` for a literal brace)".into()),
+                '{' => {
+                    let mut inner = String::new();
+                    loop {
+                        match chars.next() {
+                            Some('}') => break,
+                            Some(ch) => inner.push(ch),
+                            None => return Err(format!("`{{{inner}` is not closed")),
+                        }
+                    }
+                    if !literal.is_empty() {
+                        parts.push(Part::Literal(std::mem::take(&mut literal)));
+                    }
+                    parts.push(placeholder(&inner)?);
+                }
+                ch => literal.push(ch),
+            }
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Literal(literal));
+        }
+        if !parts.iter().any(|part| !matches!(part, Part::Literal(_))) {
+            return Err("it has no placeholder, so every interval would share one key".into());
+        }
+        Ok(KeyTemplate {
+            text: text.to_string(),
+            parts,
+        })
+    }
+
+    /// The conf values the template reads, so the caller can extract them into columns.
+    pub fn conf_names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|part| match part {
+            Part::Conf(name) => Some(name.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The expected key as an expression over the prepared attempts (NULL where a placeholder
+    /// is NULL, e.g. `logical_date` of a manual Airflow 3 run).
+    pub fn expr(&self) -> Expr {
+        let pieces: Vec<Expr> = self
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Literal(text) => lit(text.clone()),
+                Part::Field(name) => col(*name).cast(DataType::String),
+                Part::Time(name, format) => col(time_column(name)).dt().strftime(format),
+                Part::Conf(name) => col(conf_column(name)),
+            })
+            .collect();
+        concat_str(pieces, "", false)
+    }
+}
+
+/// Interval placeholders read the audit interval (with its fallbacks), not the raw data interval.
+fn time_column(name: &str) -> &str {
+    match name {
+        "interval_start" => "iv_start",
+        "interval_end" => "iv_end",
+        other => other,
+    }
+}
+
+/// The column a conf value is extracted into.
+pub fn conf_column(name: &str) -> String {
+    format!("conf.{name}")
+}
+
+fn placeholder(inner: &str) -> Result<Part, String> {
+    let (name, format) = match inner.split_once(':') {
+        Some((name, format)) => (name.trim(), Some(format)),
+        None => (inner.trim(), None),
+    };
+    if let Some(conf) = name.strip_prefix("conf.") {
+        if conf.is_empty() {
+            return Err("`{conf.}` names no conf value".into());
+        }
+        if format.is_some() {
+            return Err(format!("`{{{name}}}` is text and takes no format"));
+        }
+        return Ok(Part::Conf(conf.to_string()));
+    }
+    if let Some(field) = FIELDS.iter().find(|field| **field == name) {
+        if format.is_some() {
+            return Err(format!("`{{{name}}}` takes no format; only times do"));
+        }
+        return Ok(Part::Field(field));
+    }
+    if let Some(time) = TIMES.iter().find(|time| **time == name) {
+        let format = format.unwrap_or(DEFAULT_TIME_FORMAT);
+        if format.is_empty() || StrftimeItems::new(format).any(|item| matches!(item, Item::Error)) {
+            return Err(format!("`{format}` is not a strftime format"));
+        }
+        if format.contains("%z") || format.contains("%Z") || format.contains("%:z") {
+            return Err("times are UTC; write the offset as a literal (e.g. +00:00)".into());
+        }
+        return Ok(Part::Time(time, format.to_string()));
+    }
+    Err(format!(
+        "unknown placeholder `{{{name}}}` (known: {}, {}, conf.NAME)",
+        FIELDS.join(", "),
+        TIMES.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_placeholders_and_literals() {
+        let template =
+            KeyTemplate::parse("orders:{interval_start:%Y-%m-%d}:{{x}}:{conf.region}").unwrap();
+        assert_eq!(
+            template.parts,
+            vec![
+                Part::Literal("orders:".into()),
+                Part::Time("interval_start", "%Y-%m-%d".into()),
+                Part::Literal(":{x}:".into()),
+                Part::Conf("region".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_what_cannot_be_a_key() {
+        for text in [
+            "orders",
+            "{try_number}",
+            "{dag_id:%Y}",
+            "{interval_start:%Q}",
+            "{run_id",
+            "a}b",
+        ] {
+            assert!(KeyTemplate::parse(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn expected_key_expression_formats_rows() {
+        let template = KeyTemplate::parse("{dag_id}/{map_index}/{logical_date:%Y-%m-%d}").unwrap();
+        let df = df! {
+            "dag_id" => ["d", "d"],
+            "map_index" => [-1i64, 3],
+            "logical_date" => [Some(1_793_527_200_000_000i64), None],
+        }
+        .unwrap()
+        .lazy()
+        .with_column(col("logical_date").cast(crate::model::utc()))
+        .select([template.expr().alias("key")])
+        .collect()
+        .unwrap();
+        let keys: Vec<_> = df.column("key").unwrap().str().unwrap().iter().collect();
+        assert_eq!(keys, vec![Some("d/-1/2026-11-01"), None]);
+    }
+}

@@ -1,0 +1,19 @@
+//! onceonly: did each interval's side effect happen exactly once, and do our records know?
+//!
+//! Data flows one way: sources → canonical tables → rules → findings and verdicts → render.
+
+pub mod cells;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod model;
+pub mod output;
+pub mod prepare;
+pub mod render;
+pub mod report;
+pub mod rules;
+pub mod sources;
+pub mod timestamp;
+pub mod verdicts;

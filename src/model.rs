@@ -1,0 +1,175 @@
+//! The canonical tables. Every source is read into one of these three schemas; rules only ever
+//! see these, so a new source never touches a rule.
+//!
+//! All datetimes are `Datetime(Microseconds, None)` holding **UTC** wall time: sources convert
+//! offsets to UTC on the way in, so no column ever carries a local time.
+
+use polars::prelude::*;
+
+pub const TIME_UNIT: TimeUnit = TimeUnit::Microseconds;
+
+/// The dtype of every timestamp column: microseconds since the epoch, UTC.
+pub fn utc() -> DataType {
+    DataType::Datetime(TIME_UNIT, None)
+}
+
+/// The logical type of a canonical column, before it becomes a polars dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Int,
+    Time,
+}
+
+impl Kind {
+    pub fn dtype(self) -> DataType {
+        match self {
+            Kind::Text => DataType::String,
+            Kind::Int => DataType::Int64,
+            Kind::Time => utc(),
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Int => "integer",
+            Kind::Time => "timestamp (RFC 3339 or epoch seconds/milliseconds)",
+        }
+    }
+}
+
+/// One column of a canonical table.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Whether a row may leave it empty.
+    pub nullable: bool,
+}
+
+const fn c(name: &'static str, kind: Kind, nullable: bool) -> ColumnSpec {
+    ColumnSpec {
+        name,
+        kind,
+        nullable,
+    }
+}
+
+/// The three canonical tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Table {
+    Attempts,
+    Journal,
+    Provider,
+}
+
+impl Table {
+    pub const ALL: [Table; 3] = [Table::Attempts, Table::Journal, Table::Provider];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Attempts => "attempts",
+            Table::Journal => "journal",
+            Table::Provider => "provider",
+        }
+    }
+
+    pub fn columns(self) -> &'static [ColumnSpec] {
+        match self {
+            Table::Attempts => ATTEMPTS,
+            Table::Journal => JOURNAL,
+            Table::Provider => PROVIDER,
+        }
+    }
+
+    pub fn schema(self) -> Schema {
+        self.columns()
+            .iter()
+            .map(|spec| Field::new(spec.name.into(), spec.kind.dtype()))
+            .collect()
+    }
+
+    /// The columns that order the table deterministically, whatever order a source gave.
+    pub fn sort_key(self) -> &'static [&'static str] {
+        match self {
+            Table::Attempts => &["dag_id", "run_id", "task_id", "map_index", "try_number"],
+            Table::Journal => &[
+                "recorded_at",
+                "op_key",
+                "run_id",
+                "try_number",
+                "phase",
+                "external_id",
+            ],
+            Table::Provider => &["created_at", "external_id"],
+        }
+    }
+}
+
+/// `attempts`: one row per task try, from `task_instance_history` plus `task_instance`.
+///
+/// * `interval_start`/`interval_end` are the run's data interval (NULL for an Airflow 3 manual
+///   run without a logical date); `logical_date` is `execution_date` in 2.x; `run_after` is
+///   3.x's never-NULL scheduling time (2.x sources fill it with the logical date).
+/// * `conf` is the run's conf as JSON text (2.x pickles are decoded by the source).
+pub const ATTEMPTS: &[ColumnSpec] = &[
+    c("dag_id", Kind::Text, false),
+    c("task_id", Kind::Text, false),
+    c("map_index", Kind::Int, false),
+    c("run_id", Kind::Text, false),
+    c("run_type", Kind::Text, true),
+    c("try_number", Kind::Int, false),
+    c("state", Kind::Text, true),
+    c("start_date", Kind::Time, true),
+    c("end_date", Kind::Time, true),
+    c("hostname", Kind::Text, true),
+    c("pid", Kind::Int, true),
+    c("queued_at", Kind::Time, true),
+    c("interval_start", Kind::Time, true),
+    c("interval_end", Kind::Time, true),
+    c("logical_date", Kind::Time, true),
+    c("run_after", Kind::Time, true),
+    c("conf", Kind::Text, true),
+    c("clear_number", Kind::Int, true),
+];
+
+/// `journal`: one row per record the tasks wrote. `phase` is one of [`PHASES`] after the
+/// configured mapping of the journal's own values.
+pub const JOURNAL: &[ColumnSpec] = &[
+    c("op_key", Kind::Text, false),
+    c("dag_id", Kind::Text, false),
+    c("task_id", Kind::Text, false),
+    c("map_index", Kind::Int, true),
+    c("run_id", Kind::Text, false),
+    c("try_number", Kind::Int, false),
+    c("phase", Kind::Text, false),
+    c("external_id", Kind::Text, true),
+    c("payload_hash", Kind::Text, true),
+    c("recorded_at", Kind::Time, false),
+    c("approval_id", Kind::Text, true),
+    c("approval_expires_at", Kind::Time, true),
+];
+
+/// `provider`: one row per object the provider lists. `op_key` is the idempotency key or
+/// client reference the provider echoes (NULL when it echoes none); `raw` is the object as the
+/// provider sent it, JSON text.
+pub const PROVIDER: &[ColumnSpec] = &[
+    c("external_id", Kind::Text, false),
+    c("op_key", Kind::Text, true),
+    c("created_at", Kind::Time, false),
+    c("status", Kind::Text, false),
+    c("payload_hash", Kind::Text, true),
+    c("interval_start", Kind::Time, true),
+    c("interval_end", Kind::Time, true),
+    c("raw", Kind::Text, true),
+];
+
+/// The journal phases every journal is mapped onto.
+pub const PHASES: [&str; 4] = ["intent", "committed", "failed", "reconciled"];
+
+/// An empty frame with a table's schema, for a source that legitimately has no rows.
+pub fn empty(table: Table) -> DataFrame {
+    DataFrame::empty_with_schema(&table.schema())
+}

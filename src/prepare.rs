@@ -1,0 +1,426 @@
+//! Joins the three canonical tables into the frames every rule reads.
+//!
+//! * `tries`: attempts of operation tasks, each with its operation, its **audit interval** and
+//!   its expected key;
+//! * `journal`: journal rows with their operation and the interval of their run;
+//! * `objects`: provider objects with liveness and their attribution to a key, an operation
+//!   and an interval.
+//!
+//! The audit interval (SPEC §2) is the data interval where it has length, else the logical
+//! date, else `run_after`; `basis` says which one was used.
+
+use std::collections::BTreeSet;
+
+use polars::prelude::*;
+
+use crate::config::{Config, Operation};
+use crate::error::{EngineContext, Result};
+use crate::keys::conf_column;
+
+pub const BASIS_DATA_INTERVAL: &str = "data_interval";
+pub const BASIS_LOGICAL_DATE: &str = "logical_date";
+pub const BASIS_RUN_AFTER: &str = "run_after";
+
+/// The columns that identify one task instance (all its tries).
+pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
+/// The columns that identify one try.
+pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
+/// The columns that identify one interval of one operation.
+pub const OPERATION_INTERVAL: [&str; 3] = ["operation", "iv_start", "iv_end"];
+
+/// What the listing covered: objects created outside it are unknown, not absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProviderWindow {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl ProviderWindow {
+    pub fn contains(&self) -> Expr {
+        let after = self
+            .from
+            .map(|from| col("recorded_at").gt_eq(lit(from).cast(crate::model::utc())));
+        let before = self
+            .to
+            .map(|to| col("recorded_at").lt_eq(lit(to).cast(crate::model::utc())));
+        match (after, before) {
+            (Some(a), Some(b)) => a.and(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => lit(true),
+        }
+    }
+}
+
+/// The joined frames, collected once and shared by every rule.
+pub struct Prepared {
+    pub tries: DataFrame,
+    pub journal: DataFrame,
+    pub objects: DataFrame,
+    pub key_ttl: Option<i64>,
+    pub window: ProviderWindow,
+}
+
+impl Prepared {
+    pub fn tries(&self) -> LazyFrame {
+        self.tries.clone().lazy()
+    }
+
+    pub fn journal(&self) -> LazyFrame {
+        self.journal.clone().lazy()
+    }
+
+    pub fn objects(&self) -> LazyFrame {
+        self.objects.clone().lazy()
+    }
+
+    /// Live objects attributed to an operation interval.
+    pub fn live_in_intervals(&self) -> LazyFrame {
+        self.objects().filter(
+            col("live")
+                .and(col("operation").is_not_null())
+                .and(col("iv_start").is_not_null()),
+        )
+    }
+
+    pub fn build(
+        config: &Config,
+        attempts: &DataFrame,
+        journal: &DataFrame,
+        provider: &DataFrame,
+        window: ProviderWindow,
+    ) -> Result<Prepared> {
+        let operations = operation_map(config, attempts, journal)?;
+        let attempts = with_conf_columns(config, attempts)?;
+
+        let tries = attempts
+            .lazy()
+            .join(
+                operations.clone().lazy(),
+                [col("dag_id"), col("task_id")],
+                [col("dag_id"), col("task_id")],
+                JoinArgs::new(JoinType::Inner),
+            )
+            .with_columns(audit_interval())
+            .with_columns([interval_label(), expected_key(&config.operations)])
+            .sort(
+                crate::model::Table::Attempts.sort_key().to_vec(),
+                Default::default(),
+            )
+            .collect()
+            .engine("preparing tries")?;
+
+        // One row per run: its interval, from any of its tries.
+        let runs = tries
+            .clone()
+            .lazy()
+            .group_by([col("dag_id"), col("run_id")])
+            .agg([
+                col("iv_start").first(),
+                col("iv_end").first(),
+                col("basis").first(),
+                col("interval").first(),
+            ]);
+
+        let journal = journal
+            .clone()
+            .lazy()
+            .with_column(col("map_index").fill_null(lit(-1i64)))
+            .join(
+                operations
+                    .lazy()
+                    .rename(["operation"], ["configured"], true),
+                [col("dag_id"), col("task_id")],
+                [col("dag_id"), col("task_id")],
+                JoinArgs::new(JoinType::Left),
+            )
+            // Journal rows of tasks no [[operation]] names still describe operations.
+            .with_column(
+                coalesce(&[
+                    col("configured"),
+                    concat_str([col("dag_id"), col("task_id")], ".", false),
+                ])
+                .alias("operation"),
+            )
+            .drop(cols(["configured"]))
+            .join(
+                runs,
+                [col("dag_id"), col("run_id")],
+                [col("dag_id"), col("run_id")],
+                JoinArgs::new(JoinType::Left),
+            )
+            .sort(
+                crate::model::Table::Journal.sort_key().to_vec(),
+                Default::default(),
+            )
+            .collect()
+            .engine("preparing the journal")?;
+
+        let objects = attribute_objects(config, &tries, &journal, provider)?;
+
+        Ok(Prepared {
+            tries,
+            journal,
+            objects,
+            key_ttl: config.provider.key_ttl,
+            window,
+        })
+    }
+}
+
+/// `(dag_id, task_id) -> operation` for every task seen, matched against the config's globs
+/// once per distinct pair, not once per row.
+fn operation_map(config: &Config, attempts: &DataFrame, journal: &DataFrame) -> Result<DataFrame> {
+    let mut pairs = BTreeSet::new();
+    for frame in [attempts, journal] {
+        let distinct = frame
+            .clone()
+            .lazy()
+            .select([col("dag_id"), col("task_id")])
+            .unique(None, UniqueKeepStrategy::Any)
+            .collect()
+            .engine("listing tasks")?;
+        let dags = crate::cells::texts(&distinct, "dag_id")?;
+        let tasks = crate::cells::texts(&distinct, "task_id")?;
+        for (dag, task) in dags.into_iter().zip(tasks) {
+            if let (Some(dag), Some(task)) = (dag, task) {
+                pairs.insert((dag, task));
+            }
+        }
+    }
+    let (mut dags, mut tasks, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for (dag, task) in pairs {
+        if let Some(op) = config.operation_for(&dag, &task) {
+            dags.push(dag);
+            tasks.push(task);
+            names.push(op.name.clone());
+        }
+    }
+    df!("dag_id" => dags, "task_id" => tasks, "operation" => names)
+        .engine("building the operation map")
+}
+
+/// Extracts the conf values key templates read into `conf.NAME` columns.
+fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame> {
+    let names: BTreeSet<&str> = config
+        .operations
+        .iter()
+        .filter_map(|op| op.key.as_ref())
+        .flat_map(|key| key.conf_names())
+        .collect();
+    let mut attempts = attempts.clone();
+    if names.is_empty() {
+        return Ok(attempts);
+    }
+    let confs = crate::cells::texts(&attempts, "conf")?;
+    let parsed: Vec<Option<serde_json::Value>> = confs
+        .iter()
+        .map(|conf| {
+            conf.as_deref()
+                .and_then(|text| serde_json::from_str(text).ok())
+        })
+        .collect();
+    for name in names {
+        let values: Vec<Option<String>> = parsed
+            .iter()
+            .map(|conf| {
+                conf.as_ref()
+                    .and_then(|conf| conf.get(name))
+                    .and_then(|value| match value {
+                        serde_json::Value::Null => None,
+                        serde_json::Value::String(text) => Some(text.clone()),
+                        other => Some(other.to_string()),
+                    })
+            })
+            .collect();
+        attempts
+            .with_column(Column::new(conf_column(name).into(), values))
+            .engine("extracting conf values")?;
+    }
+    Ok(attempts)
+}
+
+fn audit_interval() -> [Expr; 3] {
+    let has_length = col("interval_end").gt(col("interval_start"));
+    let has_logical = col("logical_date").is_not_null();
+    let start = when(has_length.clone())
+        .then(col("interval_start"))
+        .when(has_logical.clone())
+        .then(col("logical_date"))
+        .otherwise(col("run_after"))
+        .alias("iv_start");
+    let end = when(has_length.clone())
+        .then(col("interval_end"))
+        .when(has_logical.clone())
+        .then(col("logical_date"))
+        .otherwise(col("run_after"))
+        .alias("iv_end");
+    let basis = when(has_length)
+        .then(lit(BASIS_DATA_INTERVAL))
+        .when(has_logical)
+        .then(lit(BASIS_LOGICAL_DATE))
+        .when(col("run_after").is_not_null())
+        .then(lit(BASIS_RUN_AFTER))
+        .otherwise(lit(NULL).cast(DataType::String))
+        .alias("basis");
+    [start, end, basis]
+}
+
+/// The interval as people write it: `start/end`, or one instant for a point interval.
+fn interval_label() -> Expr {
+    let format = "%Y-%m-%dT%H:%M:%SZ";
+    when(col("iv_end").gt(col("iv_start")))
+        .then(concat_str(
+            [
+                col("iv_start").dt().strftime(format),
+                col("iv_end").dt().strftime(format),
+            ],
+            "/",
+            false,
+        ))
+        .otherwise(col("iv_start").dt().strftime(format))
+        .alias("interval")
+}
+
+fn expected_key(operations: &[Operation]) -> Expr {
+    operations
+        .iter()
+        .rev()
+        .filter_map(|op| op.key.as_ref().map(|key| (op, key)))
+        .fold(lit(NULL).cast(DataType::String), |otherwise, (op, key)| {
+            when(col("operation").eq(lit(op.name.clone())))
+                .then(key.expr())
+                .otherwise(otherwise)
+        })
+        .alias("expected_key")
+}
+
+/// Gives every provider object its key, operation and interval.
+///
+/// * `live`: its status is not one of the configured void statuses (case-insensitive);
+/// * `key`: the key the provider echoes, else the key of the journal row that names its id;
+/// * operation and interval: those of the journal rows with that key, else of the tries whose
+///   expected key it is (a key used in several intervals takes the earliest: K003 reports it);
+/// * `named`: a journal row names its id; `committed`: a committed or reconciled row does;
+///   `key_journaled`: its key appears in the journal.
+fn attribute_objects(
+    config: &Config,
+    tries: &DataFrame,
+    journal: &DataFrame,
+    provider: &DataFrame,
+) -> Result<DataFrame> {
+    let void: Vec<String> = config
+        .provider
+        .void_statuses
+        .iter()
+        .map(|s| s.to_lowercase())
+        .collect();
+    let void = Series::new("void".into(), void);
+    let journal = journal.clone().lazy();
+
+    let named = journal
+        .clone()
+        .filter(col("external_id").is_not_null())
+        .group_by([col("external_id")])
+        .agg([
+            col("op_key")
+                .sort(Default::default())
+                .first()
+                .alias("named_key"),
+            col("phase")
+                .is_in(
+                    lit(Series::new("p".into(), ["committed", "reconciled"])).implode(false),
+                    false,
+                )
+                .any(true)
+                .alias("committed"),
+        ])
+        .with_column(lit(true).alias("named"));
+
+    let journal_keys = journal.clone().select([
+        col("op_key").alias("key"),
+        col("operation"),
+        col("dag_id"),
+        col("iv_start"),
+        col("iv_end"),
+        col("interval"),
+    ]);
+    let expected_keys = tries
+        .clone()
+        .lazy()
+        .filter(col("expected_key").is_not_null())
+        .select([
+            col("expected_key").alias("key"),
+            col("operation"),
+            col("dag_id"),
+            col("iv_start"),
+            col("iv_end"),
+            col("interval"),
+        ]);
+    let key_home = concat([journal_keys, expected_keys], UnionArgs::default())
+        .engine("collecting keys")?
+        .sort_by_exprs(
+            [col("key"), col("iv_start").is_null(), col("iv_start")],
+            Default::default(),
+        )
+        .group_by([col("key")])
+        .agg([
+            col("operation").first(),
+            col("dag_id").first(),
+            col("iv_start").first(),
+            col("iv_end").first(),
+            col("interval").first(),
+        ]);
+    let journaled = journal
+        .select([col("op_key").alias("key")])
+        .unique(None, UniqueKeepStrategy::Any)
+        .with_column(lit(true).alias("key_journaled"));
+
+    provider
+        .clone()
+        .lazy()
+        .rename(
+            ["interval_start", "interval_end"],
+            ["provider_interval_start", "provider_interval_end"],
+            true,
+        )
+        .with_column(
+            col("status")
+                .str()
+                .to_lowercase()
+                .is_in(lit(void).implode(false), false)
+                .not()
+                .alias("live"),
+        )
+        .join(
+            named,
+            [col("external_id")],
+            [col("external_id")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_columns([
+            coalesce(&[col("op_key"), col("named_key")]).alias("key"),
+            col("named").fill_null(lit(false)),
+            col("committed").fill_null(lit(false)),
+        ])
+        .join(
+            key_home,
+            [col("key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .join(
+            journaled,
+            [col("key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_column(col("key_journaled").fill_null(lit(false)))
+        .drop(cols(["named_key"]))
+        .sort(
+            crate::model::Table::Provider.sort_key().to_vec(),
+            Default::default(),
+        )
+        .collect()
+        .engine("attributing provider objects")
+}

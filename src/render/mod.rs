@@ -1,0 +1,155 @@
+//! Renderers: a report in, text out. They know nothing of sources or rules.
+
+mod csv;
+mod markdown;
+mod table;
+
+use std::fmt::Write as _;
+
+use crate::report::Report;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Ndjson,
+    Csv,
+    Markdown,
+}
+
+pub fn render(report: &Report, format: Format) -> String {
+    match format {
+        Format::Table => table::render(report),
+        Format::Json => {
+            let mut out = serde_json::to_string_pretty(report).expect("a report always serializes");
+            out.push('\n');
+            out
+        }
+        Format::Ndjson => ndjson(report),
+        Format::Csv => csv::render(report),
+        Format::Markdown => markdown::render(report),
+    }
+}
+
+/// One JSON object per line: the coverage, each finding, then the summary.
+fn ndjson(report: &Report) -> String {
+    fn line<T: serde::Serialize>(out: &mut String, kind: &str, value: &T) {
+        let mut object = serde_json::Map::new();
+        object.insert("type".into(), kind.into());
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(value) {
+            object.extend(fields);
+        }
+        let _ = writeln!(out, "{}", serde_json::Value::Object(object));
+    }
+    let mut out = String::new();
+    line(&mut out, "coverage", &report.coverage);
+    for finding in &report.findings {
+        line(&mut out, "finding", finding);
+    }
+    line(&mut out, "summary", &report.summary);
+    out
+}
+
+/// Makes text from sources safe for a terminal: control characters (ANSI escapes among them)
+/// become visible `\u{..}` escapes instead of being interpreted.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if ch.is_control()
+            || matches!(ch, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
+            let _ = write!(out, "\\u{{{:x}}}", ch as u32);
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// The coverage lines every human-readable format starts with.
+fn coverage_lines(report: &Report) -> Vec<String> {
+    let coverage = &report.coverage;
+    let mut lines = Vec::new();
+    let window = match (&coverage.since, &coverage.until) {
+        (None, None) => "all tries in the sources".to_string(),
+        (since, until) => format!(
+            "tries active from {} to {}",
+            since.as_deref().unwrap_or("the beginning"),
+            until.as_deref().unwrap_or("now")
+        ),
+    };
+    lines.push(format!(
+        "window: {window}{}",
+        coverage
+            .dag
+            .as_ref()
+            .map(|dag| format!(", dag {dag}"))
+            .unwrap_or_default()
+    ));
+    for source in &coverage.sources {
+        lines.push(format!(
+            "{}: {} rows from {} ({} audited)",
+            source.table, source.rows, source.source, source.rows_audited
+        ));
+    }
+    let provider = match (&coverage.provider_from, &coverage.provider_to) {
+        (None, None) => "everything the source holds".to_string(),
+        (from, to) => format!(
+            "objects created from {} to {}",
+            from.as_deref().unwrap_or("the beginning"),
+            to.as_deref().unwrap_or("now")
+        ),
+    };
+    lines.push(format!("provider coverage: {provider}"));
+    let basis: Vec<String> = coverage
+        .interval_basis
+        .iter()
+        .map(|(basis, n)| format!("{basis} {n}"))
+        .collect();
+    lines.push(format!(
+        "audited: {} runs, {} tries of {} operation(s); interval from: {}",
+        coverage.runs,
+        coverage.tries,
+        coverage.operations.len(),
+        if basis.is_empty() {
+            "-".to_string()
+        } else {
+            basis.join(", ")
+        }
+    ));
+    for skipped in &coverage.rules_skipped {
+        lines.push(format!(
+            "not checked: {} ({})",
+            skipped.code, skipped.reason
+        ));
+    }
+    lines
+}
+
+fn summary_line(report: &Report) -> String {
+    let summary = &report.summary;
+    if summary.findings == 0 {
+        return format!(
+            "no findings over the coverage above; {} reconciled retries",
+            summary.reconciled_retries
+        );
+    }
+    let rules: Vec<String> = summary
+        .by_rule
+        .iter()
+        .map(|(code, n)| format!("{code} {n}"))
+        .collect();
+    let severities: Vec<String> = summary
+        .by_severity
+        .iter()
+        .rev()
+        .map(|(severity, n)| format!("{n} {severity}"))
+        .collect();
+    format!(
+        "{} findings ({}): {}; {} reconciled retries",
+        summary.findings,
+        severities.join(", "),
+        rules.join(", "),
+        summary.reconciled_retries
+    )
+}

@@ -1,0 +1,90 @@
+//! The audit report: coverage, summary and findings. Everything in it is derived from the
+//! inputs, never from the clock, so the same inputs give byte-identical output.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::rules::{Finding, Severity};
+
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub format_version: u32,
+    pub coverage: Coverage,
+    pub summary: Summary,
+    pub findings: Vec<Finding>,
+}
+
+/// What the report is about, so nobody reads "no findings" over data that was not there.
+#[derive(Debug, Clone, Serialize)]
+pub struct Coverage {
+    /// Activity window of the audited tries (`--since`/`--until`), RFC 3339; None is open.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub dag: Option<String>,
+    pub sources: Vec<SourceCoverage>,
+    /// Created-at window in which the provider's objects were read; None is open.
+    pub provider_from: Option<String>,
+    pub provider_to: Option<String>,
+    /// Which definition of the interval the audited tries used (SPEC §2): count per basis.
+    pub interval_basis: BTreeMap<String, usize>,
+    pub operations: Vec<String>,
+    pub runs: usize,
+    pub tries: usize,
+    /// Rules that could not run on these inputs, with the reason.
+    pub rules_skipped: Vec<SkippedRule>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceCoverage {
+    pub table: &'static str,
+    pub source: String,
+    pub rows: usize,
+    /// Rows left after the audit's filters (dag, window).
+    pub rows_audited: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedRule {
+    pub code: &'static str,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub findings: usize,
+    pub by_severity: BTreeMap<Severity, usize>,
+    pub by_rule: BTreeMap<&'static str, usize>,
+    /// Retries that got the same object back: proof the protection works.
+    pub reconciled_retries: usize,
+    pub verdicts: BTreeMap<String, usize>,
+}
+
+impl Summary {
+    pub fn new(findings: &[Finding], verdicts: BTreeMap<String, usize>) -> Summary {
+        let mut summary = Summary {
+            findings: findings.len(),
+            reconciled_retries: verdicts.get("reconciled").copied().unwrap_or(0),
+            verdicts,
+            ..Summary::default()
+        };
+        for finding in findings {
+            *summary.by_severity.entry(finding.severity).or_default() += 1;
+            *summary.by_rule.entry(finding.code).or_default() += 1;
+        }
+        summary
+    }
+}
+
+impl Report {
+    /// Whether any finding is at or above `threshold` (None: never fail on findings).
+    pub fn fails(&self, threshold: Option<Severity>) -> bool {
+        threshold.is_some_and(|threshold| {
+            self.findings
+                .iter()
+                .any(|finding| finding.severity >= threshold)
+        })
+    }
+}

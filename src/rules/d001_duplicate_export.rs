@@ -1,0 +1,65 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::Prepared;
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::ObjectRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// More than one live provider object under one operation key.
+    ///
+    /// ## Why it matters
+    /// One key is meant to be one business operation. Two live objects under it mean the
+    /// provider did not deduplicate the retry (it ignores the key, or had already forgotten it),
+    /// so the export, report or paid job now exists twice and both may be delivered or billed.
+    ///
+    /// ## Example
+    /// Try 1 of `orders_export` for 2026-11-01 creates `exp_1` under `orders:2026-11-01`; the
+    /// response is lost; try 2 sends the same key two days later, after the provider's 24 h key
+    /// retention, and gets a new `exp_2`.
+    ///
+    /// ## Repair
+    /// Keep the canonical object (the one the journal committed, else the earliest) and void the
+    /// others through the provider or by hand (`void-duplicate`, needs approval). If the objects
+    /// are further apart than the key TTL, T001 explains why the key did not help.
+    pub struct DuplicateExport => "D001", "duplicate-export", Error;
+}
+impl_rule!(DuplicateExport, check);
+
+fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let duplicated = prepared
+        .objects()
+        .filter(col("live").and(col("key").is_not_null()))
+        .filter(
+            col("external_id")
+                .len()
+                .over([col("key")])
+                .engine("window")?
+                .gt(lit(1u32)),
+        )
+        .sort(["key", "created_at", "external_id"], Default::default())
+        .collect()
+        .engine("D001")?;
+    let rows = ObjectRows::read(&duplicated)?;
+    groups(&duplicated, &["key"])?
+        .into_iter()
+        .map(|(first, members)| {
+            let key = rows.key[first].clone().unwrap_or_default();
+            Ok(DuplicateExport::finding(FindingDraft {
+                dag_id: rows.dag_id[first].clone(),
+                operation: rows.operation[first].clone(),
+                interval: rows.interval[first].clone(),
+                message: format!(
+                    "{} live objects under key {key}: {}",
+                    members.len(),
+                    rows.listing(&members)
+                ),
+                op_key: Some(key),
+                evidence: rows.evidence(&members),
+            }))
+        })
+        .collect()
+}

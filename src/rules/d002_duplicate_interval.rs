@@ -1,0 +1,81 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::ObjectRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// More than one live provider object for one interval of one operation, created under
+    /// different keys.
+    ///
+    /// ## Why it matters
+    /// The provider deduplicates by key, so objects under different keys are different business
+    /// operations to it. One interval should have one logical result; two live objects for it
+    /// mean the key changed between tries or runs (see K001) and the retry was not protected.
+    ///
+    /// ## Example
+    /// The key template includes `try_number`: try 1 creates `exp_1` under
+    /// `orders:2026-11-01:1`, its response is lost, try 2 creates `exp_2` under
+    /// `orders:2026-11-01:2`.
+    ///
+    /// ## Repair
+    /// Keep the canonical object (committed in the journal, else the earliest) and void the
+    /// others (`void-duplicate`, needs approval); then fix the key derivation so every try of an
+    /// interval sends the same key (`fix-key-derivation`).
+    pub struct DuplicateInterval => "D002", "duplicate-interval", Error;
+}
+impl_rule!(DuplicateInterval, check);
+
+fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let duplicated = prepared
+        .live_in_intervals()
+        .filter(
+            col("key")
+                .n_unique()
+                .over(group.clone())
+                .engine("window")?
+                .gt(lit(1u32)),
+        )
+        .sort(
+            [
+                "operation",
+                "iv_start",
+                "iv_end",
+                "created_at",
+                "external_id",
+            ],
+            Default::default(),
+        )
+        .collect()
+        .engine("D002")?;
+    let rows = ObjectRows::read(&duplicated)?;
+    groups(&duplicated, &OPERATION_INTERVAL)?
+        .into_iter()
+        .map(|(first, members)| {
+            let mut keys: Vec<&str> = members
+                .iter()
+                .filter_map(|row| rows.key[*row].as_deref())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            Ok(DuplicateInterval::finding(FindingDraft {
+                dag_id: rows.dag_id[first].clone(),
+                operation: rows.operation[first].clone(),
+                interval: rows.interval[first].clone(),
+                op_key: None,
+                message: format!(
+                    "{} live objects for one interval under {} different keys: {}",
+                    members.len(),
+                    keys.len(),
+                    rows.listing(&members)
+                ),
+                evidence: rows.evidence(&members),
+            }))
+        })
+        .collect()
+}

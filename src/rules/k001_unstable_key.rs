@@ -1,0 +1,120 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::JournalRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// The tries or runs of one interval of one operation used different keys.
+    ///
+    /// ## Why it matters
+    /// An idempotency key only protects a retry if the retry sends the same key. A key derived
+    /// from `try_number`, `run_id`, the current time or a random value makes every try a new
+    /// business operation to the provider, so a lost response becomes a duplicate.
+    ///
+    /// ## Example
+    /// Try 1 wrote intent `orders:2026-11-01:try1`, try 2 wrote `orders:2026-11-01:try2`: the
+    /// key contains the try number.
+    ///
+    /// ## Repair
+    /// Derive the key only from what identifies the interval's business operation, e.g.
+    /// `orders:{interval_start:%Y-%m-%d}` (`fix-key-derivation`, manual: a code change). The
+    /// finding names the part of the key that changed.
+    pub struct UnstableKey => "K001", "unstable-key", Error;
+}
+impl_rule!(UnstableKey, check);
+
+fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let unstable = prepared
+        .journal()
+        .filter(
+            col("phase")
+                .eq(lit("intent"))
+                .and(col("iv_start").is_not_null()),
+        )
+        .filter(
+            col("op_key")
+                .n_unique()
+                .over(group)
+                .engine("window")?
+                .gt(lit(1u32)),
+        )
+        .sort(
+            [
+                "operation",
+                "iv_start",
+                "iv_end",
+                "recorded_at",
+                "try_number",
+            ],
+            Default::default(),
+        )
+        .collect()
+        .engine("K001")?;
+    let journal = JournalRows::read(&unstable)?;
+    groups(&unstable, &OPERATION_INTERVAL)?
+        .into_iter()
+        .map(|(first, members)| {
+            let evidence = journal.evidence(&members);
+            let part = unstable_part(&journal, &members);
+            Ok(UnstableKey::finding(FindingDraft {
+                dag_id: journal.dag_id[first].clone(),
+                operation: journal.operation[first].clone(),
+                interval: journal.interval[first].clone(),
+                op_key: None,
+                message: format!(
+                    "{} tries of one interval used {} different keys ({}); the key contains {part}",
+                    members.len(),
+                    evidence.keys.len(),
+                    evidence.keys.join(", ")
+                ),
+                evidence,
+            }))
+        })
+        .collect()
+}
+
+/// Names what makes the key change: the run id, the try number, or (failing both) a time or
+/// random part.
+pub fn unstable_part(journal: &JournalRows, rows: &[usize]) -> &'static str {
+    let key = |row: usize| journal.op_key[row].as_deref().unwrap_or("");
+    let run_ids: std::collections::BTreeSet<_> = rows
+        .iter()
+        .map(|row| journal.run_id[*row].as_deref())
+        .collect();
+    if run_ids.len() > 1
+        && rows.iter().all(|row| {
+            journal.run_id[*row]
+                .as_deref()
+                .is_some_and(|run| key(*row).contains(run))
+        })
+    {
+        return "the run_id";
+    }
+    let tries: std::collections::BTreeSet<_> =
+        rows.iter().map(|row| journal.try_number[*row]).collect();
+    let with_try_removed = |row: usize| {
+        let number = journal.try_number[row]
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        match key(row).rfind(&number) {
+            Some(at) if !number.is_empty() => {
+                format!("{}{}", &key(row)[..at], &key(row)[at + number.len()..])
+            }
+            _ => key(row).to_string(),
+        }
+    };
+    if tries.len() > 1 {
+        let stripped: std::collections::BTreeSet<String> =
+            rows.iter().map(|row| with_try_removed(*row)).collect();
+        if stripped.len() == 1 {
+            return "the try_number";
+        }
+    }
+    "a time or random part"
+}

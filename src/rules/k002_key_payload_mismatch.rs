@@ -1,0 +1,127 @@
+use polars::prelude::*;
+
+use crate::cells::{groups, texts};
+use crate::error::{EngineContext, Result};
+use crate::prepare::Prepared;
+use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule};
+
+declare_rule! {
+    /// ## What it detects
+    /// One key seen with more than one payload hash, in the journal or at the provider.
+    ///
+    /// ## Why it matters
+    /// One key must mean one business operation with one body. A provider given an old key and a
+    /// new body either rejects the request or silently returns the first result, so the changed
+    /// export (corrected figures, a new column) never reaches the consumer.
+    ///
+    /// ## Example
+    /// Try 1 sent `orders:2026-11-01` with payload `sha256:aa…`; after a fix to the query the
+    /// interval was cleared and try 3 sent the same key with `sha256:bb…`.
+    ///
+    /// ## Repair
+    /// If the new body is the one wanted, export it under a new key version with a new approval
+    /// (`reexport-new-version`, needs approval); otherwise investigate why the body changed.
+    pub struct KeyPayloadMismatch => "K002", "key-payload-mismatch", Error;
+}
+impl_rule!(KeyPayloadMismatch, check);
+
+fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let from_journal = prepared.journal().select([
+        col("op_key").alias("key"),
+        col("payload_hash"),
+        concat_str(
+            [
+                lit("journal "),
+                col("run_id"),
+                lit("#"),
+                col("try_number").cast(DataType::String),
+            ],
+            "",
+            false,
+        )
+        .alias("seen_by"),
+        col("dag_id"),
+        col("operation"),
+        col("interval"),
+    ]);
+    let from_provider = prepared.objects().select([
+        col("key"),
+        col("payload_hash"),
+        concat_str([lit("provider "), col("external_id")], "", false).alias("seen_by"),
+        col("dag_id"),
+        col("operation"),
+        col("interval"),
+    ]);
+    let mismatched = concat([from_journal, from_provider], UnionArgs::default())
+        .engine("K002")?
+        .filter(
+            col("key")
+                .is_not_null()
+                .and(col("payload_hash").is_not_null()),
+        )
+        .filter(
+            col("payload_hash")
+                .n_unique()
+                .over([col("key")])
+                .engine("window")?
+                .gt(lit(1u32)),
+        )
+        .unique_stable(None, UniqueKeepStrategy::First)
+        .sort(["key", "payload_hash", "seen_by"], Default::default())
+        .collect()
+        .engine("K002")?;
+    let (key, hash, seen_by) = (
+        texts(&mismatched, "key")?,
+        texts(&mismatched, "payload_hash")?,
+        texts(&mismatched, "seen_by")?,
+    );
+    let (dag, operation, interval) = (
+        texts(&mismatched, "dag_id")?,
+        texts(&mismatched, "operation")?,
+        texts(&mismatched, "interval")?,
+    );
+    groups(&mismatched, &["key"])?
+        .into_iter()
+        .map(|(first, members)| {
+            let mut hashes: Vec<&str> = members
+                .iter()
+                .filter_map(|row| hash[*row].as_deref())
+                .collect();
+            hashes.dedup();
+            let seen: Vec<String> = members
+                .iter()
+                .map(|row| {
+                    format!(
+                        "{}: {}",
+                        seen_by[*row].as_deref().unwrap_or(""),
+                        hash[*row].as_deref().unwrap_or("")
+                    )
+                })
+                .collect();
+            let external_ids = seen
+                .iter()
+                .filter_map(|s| s.strip_prefix("provider "))
+                .filter_map(|s| s.split(':').next())
+                .map(str::to_string)
+                .collect();
+            Ok(KeyPayloadMismatch::finding(FindingDraft {
+                dag_id: members.iter().find_map(|row| dag[*row].clone()),
+                operation: members.iter().find_map(|row| operation[*row].clone()),
+                interval: members.iter().find_map(|row| interval[*row].clone()),
+                message: format!(
+                    "key {} carried {} different payloads ({})",
+                    key[first].as_deref().unwrap_or(""),
+                    hashes.len(),
+                    seen.join("; ")
+                ),
+                op_key: key[first].clone(),
+                evidence: Evidence {
+                    external_ids,
+                    keys: vec![key[first].clone().unwrap_or_default()],
+                    times: seen,
+                    ..Evidence::default()
+                },
+            }))
+        })
+        .collect()
+}

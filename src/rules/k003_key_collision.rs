@@ -1,0 +1,87 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::Prepared;
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::JournalRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// One key used by different intervals or by different DAGs.
+    ///
+    /// ## Why it matters
+    /// The provider treats a repeated key as a replay: the second interval gets the first
+    /// interval's object back and its own export never happens, silently. Common causes are a
+    /// date format that is too coarse (`%Y-%m` for a daily DAG) or a template shared by two DAGs
+    /// without the dag_id in it.
+    ///
+    /// ## Example
+    /// `orders_daily` used `orders:2026-11` for 2026-11-01 and for 2026-11-02.
+    ///
+    /// ## Repair
+    /// Make the key unique per interval and DAG (`fix-key-derivation`, manual), then re-export
+    /// the intervals that got a replayed object under a new key version
+    /// (`reexport-new-version`, needs approval).
+    pub struct KeyCollision => "K003", "key-collision", Error;
+}
+impl_rule!(KeyCollision, check);
+
+fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let collided = prepared
+        .journal()
+        .filter(col("phase").eq(lit("intent")))
+        .filter(
+            col("dag_id")
+                .n_unique()
+                .over([col("op_key")])
+                .engine("window")?
+                .gt(lit(1u32))
+                .or(col("interval")
+                    .drop_nulls()
+                    .n_unique()
+                    .over([col("op_key")])
+                    .engine("window")?
+                    .gt(lit(1u32))),
+        )
+        .sort(
+            ["op_key", "recorded_at", "run_id", "try_number"],
+            Default::default(),
+        )
+        .collect()
+        .engine("K003")?;
+    let journal = JournalRows::read(&collided)?;
+    groups(&collided, &["op_key"])?
+        .into_iter()
+        .map(|(first, members)| {
+            let mut users: Vec<String> = members
+                .iter()
+                .map(|row| {
+                    format!(
+                        "{} {}",
+                        journal.dag_id[*row].as_deref().unwrap_or(""),
+                        journal.interval[*row]
+                            .as_deref()
+                            .unwrap_or("(interval unknown)")
+                    )
+                })
+                .collect();
+            users.sort();
+            users.dedup();
+            Ok(KeyCollision::finding(FindingDraft {
+                dag_id: journal.dag_id[first].clone(),
+                operation: journal.operation[first].clone(),
+                interval: None,
+                message: format!(
+                    "key {} was used by {} intervals or DAGs: {}",
+                    journal.op_key[first].as_deref().unwrap_or(""),
+                    users.len(),
+                    users.join("; ")
+                ),
+                op_key: journal.op_key[first].clone(),
+                evidence: journal.evidence(&members),
+            }))
+        })
+        .collect()
+}

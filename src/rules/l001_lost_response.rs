@@ -1,0 +1,100 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::Prepared;
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+use crate::timestamp;
+
+use super::rows::{JournalRows, ObjectRows};
+
+declare_rule! {
+    /// ## What it detects
+    /// A live provider object exists under a key whose journal has an intent but no committed
+    /// row naming the object, and no later try recovered it.
+    ///
+    /// ## Why it matters
+    /// The provider did the work but the task never learned the object's id: the connection
+    /// dropped or the process died between the provider's answer and the journal write. Airflow
+    /// shows a failed try; nothing downstream knows the export exists, and a person may create
+    /// it again by hand.
+    ///
+    /// ## Example
+    /// Try 1 writes intent `orders:2026-11-01`, the provider creates `exp_1`, the response times
+    /// out, the try fails; no try ran since, or every later try failed before the provider.
+    ///
+    /// ## Repair
+    /// Write the lost response into the journal as a committed row naming `exp_1`
+    /// (`adopt-external-id`, automatic: the provider proves the object exists under the key).
+    pub struct LostResponse => "L001", "lost-response", Error;
+}
+impl_rule!(LostResponse, check);
+
+fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let intents = prepared
+        .journal()
+        .filter(col("phase").eq(lit("intent")))
+        .select([col("op_key").alias("key")])
+        .unique(None, UniqueKeepStrategy::Any);
+    let lost = prepared
+        .objects()
+        .filter(col("live").and(col("committed").not()))
+        .join(
+            intents,
+            [col("key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Semi),
+        )
+        .sort(["key", "created_at", "external_id"], Default::default())
+        .collect()
+        .engine("L001 objects")?;
+    let writers = prepared
+        .journal()
+        .join(
+            lost.clone()
+                .lazy()
+                .select([col("key")])
+                .unique(None, UniqueKeepStrategy::Any),
+            [col("op_key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Semi),
+        )
+        .sort(["op_key", "recorded_at", "try_number"], Default::default())
+        .collect()
+        .engine("L001 journal")?;
+    let objects = ObjectRows::read(&lost)?;
+    let journal = JournalRows::read(&writers)?;
+    let tries_by_key = groups(&writers, &["op_key"])?;
+
+    (0..lost.height())
+        .map(|row| {
+            let key = objects.key[row].clone().unwrap_or_default();
+            let journal_rows: Vec<usize> = tries_by_key
+                .iter()
+                .find(|(first, _)| journal.op_key[*first].as_deref() == Some(key.as_str()))
+                .map(|(_, rows)| rows.clone())
+                .unwrap_or_default();
+            let mut evidence = journal.evidence(&journal_rows);
+            evidence.external_ids = vec![objects.id(row).to_string()];
+            evidence.times.push(format!("{} created={}", objects.id(row), timestamp::format_opt(objects.created_at[row])));
+            let intent_tries: Vec<String> = journal_rows
+                .iter()
+                .filter(|r| journal.phase[**r].as_deref() == Some("intent"))
+                .map(|r| journal.try_ref(*r))
+                .collect();
+            Ok(LostResponse::finding(FindingDraft {
+                dag_id: objects.dag_id[row].clone(),
+                operation: objects.operation[row].clone(),
+                interval: objects.interval[row].clone(),
+                message: format!(
+                    "{} was created (at {}) under key {key}, but no committed row names it; intent by {}",
+                    objects.id(row),
+                    timestamp::format_opt(objects.created_at[row]),
+                    if intent_tries.is_empty() { "an unknown try".to_string() } else { intent_tries.join(", ") }
+                ),
+                op_key: Some(key),
+                evidence,
+            }))
+        })
+        .collect()
+}

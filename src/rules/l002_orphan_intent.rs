@@ -1,0 +1,93 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::Prepared;
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::JournalRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// An intent without any committed row for its key and without any provider object under
+    /// the key, inside the window the provider listing covered.
+    ///
+    /// ## Why it matters
+    /// Nothing was created, so the operation never happened: the interval's export is missing.
+    /// This is the good kind of failure: retrying with the same key is safe.
+    ///
+    /// ## Example
+    /// Try 1 writes intent `orders:2026-11-01`, the provider answers 500 three times, the task
+    /// exhausts its retries; the provider lists nothing under the key.
+    ///
+    /// ## Repair
+    /// Clear the task so it runs again with the same key (`retry-same-key`, automatic).
+    pub struct OrphanIntent => "L002", "orphan-intent", Info;
+}
+impl_rule!(OrphanIntent, check);
+
+fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let object_keys = prepared
+        .objects()
+        .filter(col("key").is_not_null())
+        .select([col("key")])
+        .unique(None, UniqueKeepStrategy::Any);
+    let orphans = prepared
+        .journal()
+        .group_by([col("op_key")])
+        .agg([
+            col("phase").eq(lit("intent")).any(true).alias("intent"),
+            col("phase")
+                .is_in(
+                    lit(Series::new("p".into(), ["committed", "reconciled"])).implode(false),
+                    false,
+                )
+                .any(true)
+                .alias("done"),
+            col("recorded_at")
+                .filter(col("phase").eq(lit("intent")))
+                .min()
+                .alias("first_intent"),
+        ])
+        .filter(col("intent").and(col("done").not()))
+        .join(
+            object_keys,
+            [col("op_key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Anti),
+        )
+        .with_column(col("first_intent").alias("recorded_at"))
+        .filter(prepared.window.contains())
+        .select([col("op_key")]);
+    let rows = prepared
+        .journal()
+        .join(
+            orphans,
+            [col("op_key")],
+            [col("op_key")],
+            JoinArgs::new(JoinType::Semi),
+        )
+        .sort(["op_key", "recorded_at", "try_number"], Default::default())
+        .collect()
+        .engine("L002")?;
+    let journal = JournalRows::read(&rows)?;
+    groups(&rows, &["op_key"])?
+        .into_iter()
+        .map(|(first, members)| {
+            let evidence = journal.evidence(&members);
+            let failed = members.iter().filter(|r| journal.phase[**r].as_deref() == Some("failed")).count();
+            Ok(OrphanIntent::finding(FindingDraft {
+                dag_id: journal.dag_id[first].clone(),
+                operation: journal.operation[first].clone(),
+                interval: journal.interval[first].clone(),
+                message: format!(
+                    "intent by {} with no committed row and no provider object under the key{}: safe to retry with the same key",
+                    evidence.tries.join(", "),
+                    if failed > 0 { format!(" ({failed} failed rows)") } else { String::new() }
+                ),
+                op_key: journal.op_key[first].clone(),
+                evidence,
+            }))
+        })
+        .collect()
+}

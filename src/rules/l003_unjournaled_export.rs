@@ -1,0 +1,60 @@
+use polars::prelude::*;
+
+use crate::error::{EngineContext, Result};
+use crate::prepare::Prepared;
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::ObjectRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// A live provider object that no journal row knows about: neither its id nor its key
+    /// appears in the journal.
+    ///
+    /// ## Why it matters
+    /// Something created it outside the journalled path: a task version that did not write the
+    /// journal, a manual run of the script, another system sharing the account. Nobody can say
+    /// which interval it belongs to or whether it is a duplicate.
+    ///
+    /// ## Example
+    /// The provider lists `exp_9` under key `orders:2026-10-30`; the journal has no row with
+    /// that key or id (perhaps the task ran before the journal existed).
+    ///
+    /// ## Repair
+    /// Investigate who created it (`investigate`, manual); if it belongs to an interval, adopt it
+    /// into the journal; if not, void it.
+    pub struct UnjournaledExport => "L003", "unjournaled-export", Warning;
+}
+impl_rule!(UnjournaledExport, check);
+
+fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let unknown = prepared
+        .objects()
+        .filter(
+            col("live")
+                .and(col("named").not())
+                .and(col("key_journaled").not()),
+        )
+        .collect()
+        .engine("L003")?;
+    let rows = ObjectRows::read(&unknown)?;
+    (0..unknown.height())
+        .map(|row| {
+            let key = rows.key[row].clone();
+            Ok(UnjournaledExport::finding(FindingDraft {
+                dag_id: rows.dag_id[row].clone(),
+                operation: rows.operation[row].clone(),
+                interval: rows.interval[row].clone(),
+                message: format!(
+                    "{} is live at the provider{}, but no journal row names it or its key",
+                    rows.listing(&[row]),
+                    key.as_deref()
+                        .map(|key| format!(" under key {key}"))
+                        .unwrap_or_default()
+                ),
+                op_key: key,
+                evidence: rows.evidence(&[row]),
+            }))
+        })
+        .collect()
+}

@@ -1,0 +1,88 @@
+use polars::prelude::*;
+
+use crate::error::{EngineContext, Result};
+use crate::prepare::{Prepared, TRY};
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+
+use super::rows::TryRows;
+use crate::cells::texts;
+
+declare_rule! {
+    /// ## What it detects
+    /// A successful try of an operation task that left no journal row at all.
+    ///
+    /// ## Why it matters
+    /// Either the task did not perform its operation (a code path skipped it) or it performed it
+    /// without journalling, so its retries and re-runs are unprotected and no audit can tell
+    /// whether the interval's export happened once.
+    ///
+    /// ## Example
+    /// `orders_export` succeeded for 2026-11-01 on try 1; the journal has no row for that try.
+    /// With a key template the finding also says whether the provider has an object under the
+    /// expected key `orders:2026-11-01`.
+    ///
+    /// ## Repair
+    /// Investigate the task's code path for that run (`investigate`, manual); if the provider
+    /// has the object, adopt it into the journal.
+    pub struct UnrecordedSuccess => "M002", "unrecorded-success", Warning;
+}
+impl_rule!(UnrecordedSuccess, check);
+
+fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let on: Vec<Expr> = TRY.iter().map(|name| col(*name)).collect();
+    let at_provider = prepared
+        .objects()
+        .filter(col("key").is_not_null())
+        .group_by([col("key")])
+        .agg([col("external_id")
+            .sort(Default::default())
+            .first()
+            .alias("provider_object")]);
+    let silent = prepared
+        .tries()
+        .filter(col("state").eq(lit("success")))
+        .join(
+            prepared.journal(),
+            on.clone(),
+            on,
+            JoinArgs::new(JoinType::Anti),
+        )
+        .join(
+            at_provider,
+            [col("expected_key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .sort(TRY.to_vec(), Default::default())
+        .collect()
+        .engine("M002")?;
+    let tries = TryRows::read(&silent)?;
+    let objects = texts(&silent, "provider_object")?;
+    (0..silent.height())
+        .map(|row| {
+            let expected = tries.expected_key[row].clone();
+            let provider = match (&expected, &objects[row]) {
+                (Some(key), Some(id)) => {
+                    format!("; the provider has {id} under the expected key {key}")
+                }
+                (Some(key), None) => {
+                    format!("; the provider has nothing under the expected key {key}")
+                }
+                (None, _) => String::new(),
+            };
+            let mut evidence = tries.evidence(&[row]);
+            evidence.external_ids.extend(objects[row].clone());
+            Ok(UnrecordedSuccess::finding(FindingDraft {
+                dag_id: tries.dag_id[row].clone(),
+                operation: tries.operation[row].clone(),
+                interval: tries.interval[row].clone(),
+                op_key: expected,
+                message: format!(
+                    "{} succeeded but wrote no journal row{provider}",
+                    tries.try_ref(row)
+                ),
+                evidence,
+            }))
+        })
+        .collect()
+}

@@ -1,0 +1,324 @@
+//! The rules (SPEC §5): one module each, one registry, stable codes.
+//!
+//! A rule reads the prepared frames only, never a source. Its doc comment is its
+//! documentation: `onceonly rule CODE` prints it, so docs and code cannot drift apart.
+
+use std::fmt;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::Result;
+use crate::prepare::Prepared;
+
+mod a001_write_after_approval_expiry;
+mod c001_overlapping_tries;
+mod d001_duplicate_export;
+mod d002_duplicate_interval;
+mod k001_unstable_key;
+mod k002_key_payload_mismatch;
+mod k003_key_collision;
+mod l001_lost_response;
+mod l002_orphan_intent;
+mod l003_unjournaled_export;
+mod m001_missing_export;
+mod m002_unrecorded_success;
+mod r001_rerun_after_success;
+mod rows;
+mod t001_ttl_replay;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        })
+    }
+}
+
+/// A rule's identity and documentation, fixed at compile time.
+pub trait Rule: Sync {
+    fn code(&self) -> &'static str;
+    fn name(&self) -> &'static str;
+    fn severity(&self) -> Severity;
+    /// The doc comment, as written above the rule.
+    fn doc(&self) -> &'static str;
+    fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
+}
+
+/// Declares a rule struct whose doc comment becomes its `doc()`.
+macro_rules! declare_rule {
+    (
+        $(#[doc = $doc:literal])*
+        pub struct $name:ident => $code:literal, $rule:literal, $severity:ident;
+    ) => {
+        $(#[doc = $doc])*
+        pub struct $name;
+
+        impl $name {
+            pub const CODE: &'static str = $code;
+            pub const NAME: &'static str = $rule;
+            pub const SEVERITY: $crate::rules::Severity = $crate::rules::Severity::$severity;
+            pub const DOC: &'static str = concat!($($doc, "\n"),*);
+
+            pub fn finding(draft: $crate::rules::FindingDraft) -> $crate::rules::Finding {
+                draft.finish(Self::CODE, Self::NAME, Self::SEVERITY)
+            }
+        }
+    };
+}
+pub(crate) use declare_rule;
+
+/// Implements [`Rule`] for a declared rule with its `check` function.
+macro_rules! impl_rule {
+    ($name:ident, $check:path) => {
+        impl $crate::rules::Rule for $name {
+            fn code(&self) -> &'static str {
+                Self::CODE
+            }
+            fn name(&self) -> &'static str {
+                Self::NAME
+            }
+            fn severity(&self) -> $crate::rules::Severity {
+                Self::SEVERITY
+            }
+            fn doc(&self) -> &'static str {
+                Self::DOC
+            }
+            fn check(
+                &self,
+                prepared: &$crate::prepare::Prepared,
+            ) -> $crate::error::Result<Vec<$crate::rules::Finding>> {
+                $check(self, prepared)
+            }
+        }
+    };
+}
+pub(crate) use impl_rule;
+
+/// Every rule, in code order.
+pub static REGISTRY: &[&dyn Rule] = &[
+    &d001_duplicate_export::DuplicateExport,
+    &d002_duplicate_interval::DuplicateInterval,
+    &l001_lost_response::LostResponse,
+    &l002_orphan_intent::OrphanIntent,
+    &l003_unjournaled_export::UnjournaledExport,
+    &m001_missing_export::MissingExport,
+    &m002_unrecorded_success::UnrecordedSuccess,
+    &k001_unstable_key::UnstableKey,
+    &k002_key_payload_mismatch::KeyPayloadMismatch,
+    &k003_key_collision::KeyCollision,
+    &c001_overlapping_tries::OverlappingTries,
+    &r001_rerun_after_success::RerunAfterSuccess,
+    &a001_write_after_approval_expiry::WriteAfterApprovalExpiry,
+    &t001_ttl_replay::TtlReplay,
+];
+
+/// Finds a rule by code (`D001`) or name (`duplicate-export`), case-insensitively.
+pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
+    REGISTRY.iter().copied().find(|rule| {
+        rule.code().eq_ignore_ascii_case(code_or_name)
+            || rule.name().eq_ignore_ascii_case(code_or_name)
+    })
+}
+
+/// The doc comment as text: the one leading space rustdoc keeps on each line removed.
+pub fn doc_text(rule: &dyn Rule) -> String {
+    rule.doc()
+        .lines()
+        .map(|line| line.strip_prefix(' ').unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}
+
+/// What a finding points at: the ids a person looks up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    /// Provider object ids.
+    pub external_ids: Vec<String>,
+    /// Operation keys involved.
+    pub keys: Vec<String>,
+    pub run_ids: Vec<String>,
+    /// Tries as `run_id#try_number` (with `[map_index]` for mapped tasks).
+    pub tries: Vec<String>,
+    /// Named times, `what=RFC 3339`.
+    pub times: Vec<String>,
+}
+
+impl Evidence {
+    /// Sorts and deduplicates every list, so evidence does not depend on row order.
+    pub fn normalized(mut self) -> Evidence {
+        for list in [
+            &mut self.external_ids,
+            &mut self.keys,
+            &mut self.run_ids,
+            &mut self.tries,
+        ] {
+            list.sort();
+            list.dedup();
+        }
+        self.times.dedup();
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable across runs: rule code, operation key and the evidence ids.
+    pub id: String,
+    pub code: &'static str,
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub dag_id: Option<String>,
+    pub operation: Option<String>,
+    pub interval: Option<String>,
+    pub op_key: Option<String>,
+    pub message: String,
+    pub evidence: Evidence,
+}
+
+/// The parts of a finding a rule decides; [`FindingDraft::finish`] adds identity and rule.
+#[derive(Debug, Clone, Default)]
+pub struct FindingDraft {
+    pub dag_id: Option<String>,
+    pub operation: Option<String>,
+    pub interval: Option<String>,
+    pub op_key: Option<String>,
+    pub message: String,
+    pub evidence: Evidence,
+}
+
+impl FindingDraft {
+    pub fn finish(self, code: &'static str, rule: &'static str, severity: Severity) -> Finding {
+        let evidence = self.evidence.normalized();
+        let mut hasher = Sha256::new();
+        for part in [
+            code,
+            self.op_key.as_deref().unwrap_or(""),
+            self.operation.as_deref().unwrap_or(""),
+            self.interval.as_deref().unwrap_or(""),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        for id in evidence
+            .external_ids
+            .iter()
+            .chain(&evidence.keys)
+            .chain(&evidence.tries)
+            .chain(&evidence.run_ids)
+        {
+            hasher.update(id.as_bytes());
+            hasher.update([0]);
+        }
+        let digest = hasher.finalize();
+        let id = format!(
+            "{code}-{}",
+            digest
+                .iter()
+                .take(6)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        Finding {
+            id,
+            code,
+            rule,
+            severity,
+            dag_id: self.dag_id,
+            operation: self.operation,
+            interval: self.interval,
+            op_key: self.op_key,
+            message: self.message,
+            evidence,
+        }
+    }
+}
+
+/// Formats a try the way evidence lists it.
+pub fn try_ref(run_id: &str, try_number: Option<i64>, map_index: Option<i64>) -> String {
+    let map = match map_index {
+        Some(index) if index >= 0 => format!("[{index}]"),
+        _ => String::new(),
+    };
+    match try_number {
+        Some(number) => format!("{run_id}{map}#{number}"),
+        None => format!("{run_id}{map}"),
+    }
+}
+
+/// Runs every selected rule and returns findings in a fixed order.
+pub fn run_all(prepared: &Prepared, rules: &[&dyn Rule]) -> Result<Vec<Finding>> {
+    let mut findings = Vec::new();
+    for rule in rules {
+        findings.extend(rule.check(prepared)?);
+    }
+    sort_findings(&mut findings);
+    Ok(findings)
+}
+
+/// Severity first, then code, then where: the same inputs always give the same order.
+pub fn sort_findings(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then_with(|| a.code.cmp(b.code))
+            .then_with(|| a.dag_id.cmp(&b.dag_id))
+            .then_with(|| a.interval.cmp(&b.interval))
+            .then_with(|| a.op_key.cmp(&b.op_key))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_names_are_unique_and_documented() {
+        let mut codes: Vec<_> = REGISTRY.iter().map(|rule| rule.code()).collect();
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), 14);
+        for rule in REGISTRY {
+            let doc = doc_text(*rule);
+            for heading in [
+                "## What it detects",
+                "## Why it matters",
+                "## Example",
+                "## Repair",
+            ] {
+                assert!(doc.contains(heading), "{} lacks {heading}", rule.code());
+            }
+            assert!(
+                rule.name()
+                    .chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch == '-')
+            );
+        }
+    }
+
+    #[test]
+    fn lookup_by_code_or_name() {
+        assert_eq!(
+            lookup("l001").map(|rule| rule.name()),
+            Some("lost-response")
+        );
+        assert_eq!(
+            lookup("duplicate-export").map(|rule| rule.code()),
+            Some("D001")
+        );
+        assert!(lookup("X999").is_none());
+    }
+}

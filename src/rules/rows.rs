@@ -1,0 +1,214 @@
+//! Reading provider objects, journal rows and tries out of a rule's result, the same way for every rule.
+
+use polars::prelude::*;
+
+use crate::cells::{bools, ints, texts};
+use crate::error::Result;
+use crate::rules::Evidence;
+use crate::timestamp;
+
+pub struct ObjectRows {
+    pub external_id: Vec<Option<String>>,
+    pub key: Vec<Option<String>>,
+    pub created_at: Vec<Option<i64>>,
+    pub status: Vec<Option<String>>,
+    pub live: Vec<Option<bool>>,
+    pub dag_id: Vec<Option<String>>,
+    pub operation: Vec<Option<String>>,
+    pub interval: Vec<Option<String>>,
+}
+
+impl ObjectRows {
+    pub fn read(df: &DataFrame) -> Result<ObjectRows> {
+        Ok(ObjectRows {
+            external_id: texts(df, "external_id")?,
+            key: texts(df, "key")?,
+            created_at: ints(df, "created_at")?,
+            status: texts(df, "status")?,
+            live: bools(df, "live")?,
+            dag_id: texts(df, "dag_id")?,
+            operation: texts(df, "operation")?,
+            interval: texts(df, "interval")?,
+        })
+    }
+
+    pub fn id(&self, row: usize) -> &str {
+        self.external_id[row].as_deref().unwrap_or("")
+    }
+
+    /// `exp_1 (created 2026-11-01T10:00:00Z), exp_2 (...)`.
+    pub fn listing(&self, rows: &[usize]) -> String {
+        rows.iter()
+            .map(|row| {
+                format!(
+                    "{} (created {})",
+                    self.id(*row),
+                    timestamp::format_opt(self.created_at[*row])
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    pub fn evidence(&self, rows: &[usize]) -> Evidence {
+        Evidence {
+            external_ids: rows.iter().map(|row| self.id(*row).to_string()).collect(),
+            keys: rows
+                .iter()
+                .filter_map(|row| self.key[*row].clone())
+                .collect(),
+            times: rows
+                .iter()
+                .map(|row| {
+                    format!(
+                        "{} created={}",
+                        self.id(*row),
+                        timestamp::format_opt(self.created_at[*row])
+                    )
+                })
+                .collect(),
+            ..Evidence::default()
+        }
+        .normalized()
+    }
+}
+
+pub struct JournalRows {
+    pub op_key: Vec<Option<String>>,
+    pub dag_id: Vec<Option<String>>,
+    pub run_id: Vec<Option<String>>,
+    pub try_number: Vec<Option<i64>>,
+    pub map_index: Vec<Option<i64>>,
+    pub phase: Vec<Option<String>>,
+    pub external_id: Vec<Option<String>>,
+    pub recorded_at: Vec<Option<i64>>,
+    pub operation: Vec<Option<String>>,
+    pub interval: Vec<Option<String>>,
+}
+
+impl JournalRows {
+    pub fn read(df: &DataFrame) -> Result<JournalRows> {
+        Ok(JournalRows {
+            op_key: texts(df, "op_key")?,
+            dag_id: texts(df, "dag_id")?,
+            run_id: texts(df, "run_id")?,
+            try_number: ints(df, "try_number")?,
+            map_index: ints(df, "map_index")?,
+            phase: texts(df, "phase")?,
+            external_id: texts(df, "external_id")?,
+            recorded_at: ints(df, "recorded_at")?,
+            operation: texts(df, "operation")?,
+            interval: texts(df, "interval")?,
+        })
+    }
+
+    pub fn try_ref(&self, row: usize) -> String {
+        super::try_ref(
+            self.run_id[row].as_deref().unwrap_or(""),
+            self.try_number[row],
+            self.map_index[row],
+        )
+    }
+
+    /// Tries, runs, keys and times of the given rows.
+    pub fn evidence(&self, rows: &[usize]) -> Evidence {
+        Evidence {
+            external_ids: rows
+                .iter()
+                .filter_map(|row| self.external_id[*row].clone())
+                .collect(),
+            keys: rows
+                .iter()
+                .filter_map(|row| self.op_key[*row].clone())
+                .collect(),
+            run_ids: rows
+                .iter()
+                .filter_map(|row| self.run_id[*row].clone())
+                .collect(),
+            tries: rows.iter().map(|row| self.try_ref(*row)).collect(),
+            times: rows
+                .iter()
+                .map(|row| {
+                    format!(
+                        "{} {}={}",
+                        self.try_ref(*row),
+                        self.phase[*row].as_deref().unwrap_or(""),
+                        timestamp::format_opt(self.recorded_at[*row])
+                    )
+                })
+                .collect(),
+        }
+        .normalized()
+    }
+}
+
+pub struct TryRows {
+    pub dag_id: Vec<Option<String>>,
+    pub task_id: Vec<Option<String>>,
+    pub run_id: Vec<Option<String>>,
+    pub try_number: Vec<Option<i64>>,
+    pub map_index: Vec<Option<i64>>,
+    pub state: Vec<Option<String>>,
+    pub start_date: Vec<Option<i64>>,
+    pub end_date: Vec<Option<i64>>,
+    pub hostname: Vec<Option<String>>,
+    pub pid: Vec<Option<i64>>,
+    pub operation: Vec<Option<String>>,
+    pub interval: Vec<Option<String>>,
+    pub expected_key: Vec<Option<String>>,
+}
+
+impl TryRows {
+    pub fn read(df: &DataFrame) -> Result<TryRows> {
+        Ok(TryRows {
+            dag_id: texts(df, "dag_id")?,
+            task_id: texts(df, "task_id")?,
+            run_id: texts(df, "run_id")?,
+            try_number: ints(df, "try_number")?,
+            map_index: ints(df, "map_index")?,
+            state: texts(df, "state")?,
+            start_date: ints(df, "start_date")?,
+            end_date: ints(df, "end_date")?,
+            hostname: texts(df, "hostname")?,
+            pid: ints(df, "pid")?,
+            operation: texts(df, "operation")?,
+            interval: texts(df, "interval")?,
+            expected_key: texts(df, "expected_key")?,
+        })
+    }
+
+    pub fn try_ref(&self, row: usize) -> String {
+        super::try_ref(
+            self.run_id[row].as_deref().unwrap_or(""),
+            self.try_number[row],
+            self.map_index[row],
+        )
+    }
+
+    pub fn evidence(&self, rows: &[usize]) -> Evidence {
+        Evidence {
+            run_ids: rows
+                .iter()
+                .filter_map(|row| self.run_id[*row].clone())
+                .collect(),
+            tries: rows.iter().map(|row| self.try_ref(*row)).collect(),
+            keys: rows
+                .iter()
+                .filter_map(|row| self.expected_key[*row].clone())
+                .collect(),
+            times: rows
+                .iter()
+                .map(|row| {
+                    format!(
+                        "{} start={} end={}",
+                        self.try_ref(*row),
+                        timestamp::format_opt(self.start_date[*row]),
+                        timestamp::format_opt(self.end_date[*row])
+                    )
+                })
+                .collect(),
+            ..Evidence::default()
+        }
+        .normalized()
+    }
+}

@@ -1,0 +1,85 @@
+use polars::prelude::*;
+
+use crate::cells::groups;
+use crate::error::{EngineContext, Result};
+use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
+use crate::timestamp;
+
+use super::rows::ObjectRows;
+
+declare_rule! {
+    /// ## What it detects
+    /// A duplicate (several live objects for one interval) whose objects were created further
+    /// apart than the provider's idempotency-key TTL (`[provider] key_ttl`). It explains a D001
+    /// or D002: the key could not have helped, the provider had forgotten it.
+    ///
+    /// ## Why it matters
+    /// Providers prune keys (Stripe after at least 24 h, PayPal 6 h to 45 days, Adyen at least
+    /// 7 days). A backfill or manual clear of an older interval sends a key the provider no
+    /// longer remembers and creates the object again, even with a perfectly stable key.
+    ///
+    /// ## Example
+    /// `exp_1` was created 2026-11-01, the interval was cleared on 2026-11-20 and `exp_7` was
+    /// created under the same key; the provider's key TTL is 24 h.
+    ///
+    /// ## Repair
+    /// Void the later objects (`void-duplicate`); before re-running old intervals run
+    /// `onceonly ttl-risk` and check for an existing object first (check-then-create).
+    pub struct TtlReplay => "T001", "ttl-replay", Info;
+}
+impl_rule!(TtlReplay, check);
+
+fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
+    let Some(ttl) = prepared.key_ttl else {
+        return Ok(Vec::new());
+    };
+    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let spread = (col("created_at").max() - col("created_at").min()).cast(DataType::Int64);
+    let replayed = prepared
+        .live_in_intervals()
+        .filter(
+            col("external_id")
+                .len()
+                .over(group.clone())
+                .engine("window")?
+                .gt(lit(1u32)),
+        )
+        .filter(spread.over(group).engine("window")?.gt(lit(ttl)))
+        .sort(
+            [
+                "operation",
+                "iv_start",
+                "iv_end",
+                "created_at",
+                "external_id",
+            ],
+            Default::default(),
+        )
+        .collect()
+        .engine("T001")?;
+    let rows = ObjectRows::read(&replayed)?;
+    groups(&replayed, &OPERATION_INTERVAL)?
+        .into_iter()
+        .map(|(first, members)| {
+            let last = *members.last().expect("groups are not empty");
+            let apart = rows.created_at[last]
+                .zip(rows.created_at[first])
+                .map(|(b, a)| b - a)
+                .unwrap_or(0);
+            Ok(TtlReplay::finding(FindingDraft {
+                dag_id: rows.dag_id[first].clone(),
+                operation: rows.operation[first].clone(),
+                interval: rows.interval[first].clone(),
+                op_key: rows.key[last].clone(),
+                message: format!(
+                    "objects created {} apart, beyond the provider's key TTL of {}: {}",
+                    timestamp::format_duration(apart),
+                    timestamp::format_duration(ttl),
+                    rows.listing(&members)
+                ),
+                evidence: rows.evidence(&members),
+            }))
+        })
+        .collect()
+}

@@ -1,0 +1,483 @@
+//! Snapshot files of the canonical tables: CSV, NDJSON and Parquet.
+//!
+//! Each file is read into its table's canonical schema, checked value by value: a wrong type,
+//! an unparseable timestamp or a missing column stops the run with the file, row and column
+//! named. Nothing is skipped.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use polars::prelude::*;
+
+use crate::error::{EngineContext, Error, Location, Result};
+use crate::model::{ColumnSpec, Kind, Table};
+use crate::timestamp;
+
+/// How a file's columns relate to the canonical ones: the file's own name of each canonical
+/// column (identity unless configured) and, for the journal, its phase values.
+#[derive(Debug, Clone, Default)]
+pub struct Mapping {
+    pub columns: BTreeMap<String, String>,
+    pub phases: Option<BTreeMap<String, String>>,
+}
+
+impl Mapping {
+    fn own_name<'a>(&'a self, spec: &'a ColumnSpec) -> &'a str {
+        self.columns
+            .get(spec.name)
+            .map(String::as_str)
+            .unwrap_or(spec.name)
+    }
+}
+
+/// Reads one table from a snapshot file, choosing the format by extension.
+pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
+    let shown = path.display().to_string();
+    let extension = path
+        .extension()
+        .and_then(|ext| ext.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let metadata = std::fs::metadata(path).map_err(|err| Error::io(&shown, err))?;
+    if metadata.len() == 0 {
+        return Err(Error::input(
+            Location::source(&shown),
+            format!(
+                "the file is empty; a {} snapshot needs at least a header",
+                table.name()
+            ),
+        ));
+    }
+    match extension.as_str() {
+        "csv" => read_csv(path, &shown, table, mapping),
+        "ndjson" | "jsonl" => read_ndjson(path, &shown, table, mapping),
+        "parquet" => read_parquet(path, &shown, table, mapping),
+        other => Err(Error::input(
+            Location::source(&shown),
+            format!("unknown snapshot format `.{other}` (use .csv, .ndjson or .parquet)"),
+        )),
+    }
+}
+
+/// Typed values of one canonical column as they are read.
+enum Values {
+    Text(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+    Time(Vec<Option<i64>>),
+}
+
+impl Values {
+    fn new(kind: Kind) -> Values {
+        match kind {
+            Kind::Text => Values::Text(Vec::new()),
+            Kind::Int => Values::Int(Vec::new()),
+            Kind::Time => Values::Time(Vec::new()),
+        }
+    }
+
+    fn into_column(self, name: &str) -> Column {
+        match self {
+            Values::Text(values) => Column::new(name.into(), values),
+            Values::Int(values) => Column::new(name.into(), values),
+            Values::Time(values) => {
+                Int64Chunked::from_iter_options(name.into(), values.into_iter())
+                    .into_datetime(crate::model::TIME_UNIT, None)
+                    .into_column()
+            }
+        }
+    }
+}
+
+/// One cell as a source wrote it, before it is checked against its column.
+enum Cell<'a> {
+    Null,
+    Text(&'a str),
+    Json(&'a serde_json::Value),
+}
+
+/// Checks one cell and appends it; `at` names the cell for the error.
+fn push(
+    values: &mut Values,
+    spec: &ColumnSpec,
+    cell: Cell<'_>,
+    mapping: &Mapping,
+    at: impl Fn() -> Location,
+) -> Result<()> {
+    let cell = match cell {
+        Cell::Text("") | Cell::Json(serde_json::Value::Null) => Cell::Null,
+        other => other,
+    };
+    if matches!(cell, Cell::Null) {
+        if !spec.nullable {
+            return Err(Error::input(
+                at(),
+                format!("`{}` is empty, but every row needs one", spec.name),
+            ));
+        }
+        match values {
+            Values::Text(v) => v.push(None),
+            Values::Int(v) => v.push(None),
+            Values::Time(v) => v.push(None),
+        }
+        return Ok(());
+    }
+    let wrong = |shown: String| {
+        Error::input(
+            at(),
+            format!("{shown} is not a valid {}", spec.kind.describe()),
+        )
+    };
+    match values {
+        Values::Text(v) => {
+            let text = match cell {
+                Cell::Text(text) => text.to_string(),
+                Cell::Json(serde_json::Value::String(text)) => text.clone(),
+                // conf and raw hold JSON documents; NDJSON may give them unquoted.
+                Cell::Json(
+                    value @ (serde_json::Value::Object(_) | serde_json::Value::Array(_)),
+                ) => value.to_string(),
+                Cell::Json(value) => return Err(wrong(format!("{value} ({})", json_type(value)))),
+                Cell::Null => unreachable!("nulls are handled above"),
+            };
+            let text = match (&mapping.phases, spec.name) {
+                (Some(phases), "phase") => phases.get(&text).cloned().ok_or_else(|| {
+                    let known: Vec<_> = phases.keys().map(|k| format!("{k:?}")).collect();
+                    Error::input(
+                        at(),
+                        format!(
+                            "unknown phase value {text:?} (the mapping knows {})",
+                            known.join(", ")
+                        ),
+                    )
+                })?,
+                _ => text,
+            };
+            v.push(Some(text));
+        }
+        Values::Int(v) => {
+            let parsed = match cell {
+                Cell::Text(text) => text.trim().parse::<i64>().ok(),
+                Cell::Json(value) => value.as_i64(),
+                Cell::Null => None,
+            };
+            v.push(Some(parsed.ok_or_else(|| wrong(shown(&cell)))?));
+        }
+        Values::Time(v) => {
+            let parsed = match cell {
+                Cell::Text(text) => timestamp::parse(text),
+                Cell::Json(serde_json::Value::String(text)) => timestamp::parse(text),
+                Cell::Json(serde_json::Value::Number(number)) => {
+                    number.as_f64().and_then(timestamp::from_epoch_number)
+                }
+                _ => None,
+            };
+            v.push(Some(parsed.ok_or_else(|| wrong(shown(&cell)))?));
+        }
+    }
+    Ok(())
+}
+
+fn shown(cell: &Cell<'_>) -> String {
+    match cell {
+        Cell::Null => "an empty value".into(),
+        Cell::Text(text) => format!("{text:?}"),
+        Cell::Json(value) => format!("{value} ({})", json_type(value)),
+    }
+}
+
+fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Finds each canonical column among a file's columns; refuses missing required columns and
+/// columns the table does not have (a typo would otherwise read as an all-NULL column).
+fn locate(
+    headers: &[String],
+    table: Table,
+    mapping: &Mapping,
+    shown: &str,
+) -> Result<Vec<Option<usize>>> {
+    let specs = table.columns();
+    let own: Vec<&str> = specs.iter().map(|spec| mapping.own_name(spec)).collect();
+    for (index, header) in headers.iter().enumerate() {
+        if !own.contains(&header.as_str()) {
+            return Err(Error::input(
+                Location::source(shown).column(header),
+                format!(
+                    "column {} is not a column of `{}` (expected: {})",
+                    index + 1,
+                    table.name(),
+                    own.join(", ")
+                ),
+            ));
+        }
+        if headers[..index].contains(header) {
+            return Err(Error::input(
+                Location::source(shown).column(header),
+                "the column appears twice",
+            ));
+        }
+    }
+    specs
+        .iter()
+        .zip(&own)
+        .map(|(spec, own)| {
+            let found = headers.iter().position(|header| header == own);
+            if found.is_none() && !spec.nullable {
+                return Err(Error::input(
+                    Location::source(shown).column(*own),
+                    format!("missing column `{own}`, which `{}` requires", table.name()),
+                ));
+            }
+            Ok(found)
+        })
+        .collect()
+}
+
+fn finish(table: Table, columns: Vec<Values>) -> Result<DataFrame> {
+    let columns = table
+        .columns()
+        .iter()
+        .zip(columns)
+        .map(|(spec, values)| values.into_column(spec.name))
+        .collect();
+    DataFrame::new_infer_height(columns).engine("assembling a canonical table")
+}
+
+fn read_csv(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Result<DataFrame> {
+    let file = File::open(path).map_err(|err| Error::io(shown, err))?;
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(file);
+    let csv_error = |err: csv::Error| {
+        let row = err.position().map(|pos| pos.line() as usize);
+        let location = match row {
+            Some(row) => Location::source(shown).row(row),
+            None => Location::source(shown),
+        };
+        Error::input(location, format!("not valid CSV: {err}"))
+    };
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(csv_error)?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    let positions = locate(&headers, table, mapping, shown)?;
+    let specs = table.columns();
+    let mut columns: Vec<Values> = specs.iter().map(|spec| Values::new(spec.kind)).collect();
+    let mut record = csv::StringRecord::new();
+    while reader.read_record(&mut record).map_err(csv_error)? {
+        let line = record
+            .position()
+            .map(|pos| pos.line() as usize)
+            .unwrap_or(0);
+        for ((spec, position), values) in specs.iter().zip(&positions).zip(columns.iter_mut()) {
+            let cell = match position {
+                Some(index) => Cell::Text(record.get(*index).unwrap_or("")),
+                None => Cell::Null,
+            };
+            let at = || {
+                Location::source(shown)
+                    .row(line)
+                    .column(mapping.own_name(spec))
+            };
+            push(values, spec, cell, mapping, at)?;
+        }
+    }
+    finish(table, columns)
+}
+
+fn read_ndjson(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Result<DataFrame> {
+    let file = File::open(path).map_err(|err| Error::io(shown, err))?;
+    let specs = table.columns();
+    let own: Vec<&str> = specs.iter().map(|spec| mapping.own_name(spec)).collect();
+    let mut columns: Vec<Values> = specs.iter().map(|spec| Values::new(spec.kind)).collect();
+    let mut rows = 0usize;
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let number = index + 1;
+        let line = line.map_err(|err| {
+            Error::input(
+                Location::source(shown).row(number),
+                format!("cannot read the line: {err}"),
+            )
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&line).map_err(|err| {
+            Error::input(
+                Location::source(shown).row(number),
+                format!("not valid JSON: {err}"),
+            )
+        })?;
+        let serde_json::Value::Object(object) = value else {
+            return Err(Error::input(
+                Location::source(shown).row(number),
+                format!(
+                    "each line must be a JSON object, found {}",
+                    json_type(&value)
+                ),
+            ));
+        };
+        if let Some(unknown) = object.keys().find(|key| !own.contains(&key.as_str())) {
+            return Err(Error::input(
+                Location::source(shown).row(number).column(unknown),
+                format!(
+                    "not a field of `{}` (expected: {})",
+                    table.name(),
+                    own.join(", ")
+                ),
+            ));
+        }
+        for ((spec, name), values) in specs.iter().zip(&own).zip(columns.iter_mut()) {
+            let cell = object.get(*name).map(Cell::Json).unwrap_or(Cell::Null);
+            let at = || Location::source(shown).row(number).column(*name);
+            push(values, spec, cell, mapping, at)?;
+        }
+        rows += 1;
+    }
+    if rows == 0 {
+        return Err(Error::input(
+            Location::source(shown),
+            "the file has no records",
+        ));
+    }
+    finish(table, columns)
+}
+
+fn read_parquet(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Result<DataFrame> {
+    let file = File::open(path).map_err(|err| Error::io(shown, err))?;
+    let df = ParquetReader::new(file).finish().map_err(|err| {
+        Error::input(
+            Location::source(shown),
+            format!("not a readable Parquet file: {err}"),
+        )
+    })?;
+    let headers: Vec<String> = df
+        .get_column_names()
+        .iter()
+        .map(|name| name.to_string())
+        .collect();
+    let positions = locate(&headers, table, mapping, shown)?;
+    let height = df.height();
+    let mut out = Vec::with_capacity(positions.len());
+    for (spec, position) in table.columns().iter().zip(positions) {
+        let Some(index) = position else {
+            out.push(Column::full_null(
+                spec.name.into(),
+                height,
+                &spec.kind.dtype(),
+            ));
+            continue;
+        };
+        let column = &df.columns()[index];
+        let own = mapping.own_name(spec);
+        let converted = parquet_column(column, spec, mapping, shown, own)?;
+        out.push(converted.with_name(spec.name.into()));
+    }
+    DataFrame::new(height, out).engine("assembling a canonical table from Parquet")
+}
+
+/// Converts a Parquet column: matching types pass through; text holding timestamps or numbers
+/// is checked value by value like CSV; anything else is refused.
+fn parquet_column(
+    column: &Column,
+    spec: &ColumnSpec,
+    mapping: &Mapping,
+    shown: &str,
+    own: &str,
+) -> Result<Column> {
+    let dtype = column.dtype().clone();
+    let refuse = || {
+        Error::input(
+            Location::source(shown).column(own),
+            format!(
+                "has type {dtype}, but `{}` is a {}",
+                spec.name,
+                spec.kind.describe()
+            ),
+        )
+    };
+    let passthrough = match (spec.kind, &dtype) {
+        (Kind::Text, DataType::String) => mapping.phases.is_none() || spec.name != "phase",
+        (Kind::Int, dt) if dt.is_integer() => true,
+        (Kind::Time, DataType::Datetime(_, _)) => true,
+        (_, DataType::String) | (Kind::Time, _)
+            if dtype.is_integer() || dtype == DataType::String =>
+        {
+            false
+        }
+        (Kind::Text, DataType::Null)
+        | (Kind::Int, DataType::Null)
+        | (Kind::Time, DataType::Null) => true,
+        _ => return Err(refuse()),
+    };
+    let converted = if passthrough {
+        let converted = match (spec.kind, &dtype) {
+            // A zone-aware column already holds UTC instants; drop the zone, keep the instant.
+            (Kind::Time, DataType::Datetime(unit, _)) => {
+                column.cast(&DataType::Int64).and_then(|physical| {
+                    let micros = match unit {
+                        TimeUnit::Nanoseconds => physical
+                            .as_materialized_series()
+                            .i64()?
+                            .apply_values(|v| v / 1_000),
+                        TimeUnit::Microseconds => physical.as_materialized_series().i64()?.clone(),
+                        TimeUnit::Milliseconds => physical
+                            .as_materialized_series()
+                            .i64()?
+                            .apply_values(|v| v * 1_000),
+                    };
+                    Ok(micros
+                        .into_datetime(crate::model::TIME_UNIT, None)
+                        .into_column())
+                })
+            }
+            _ => column.cast(&spec.kind.dtype()),
+        };
+        converted
+            .map_err(|err| Error::input(Location::source(shown).column(own), err.to_string()))?
+    } else {
+        let mut values = Values::new(spec.kind);
+        let series = column.as_materialized_series();
+        if let Ok(texts) = series.str() {
+            for (row, text) in texts.iter().enumerate() {
+                let cell = text.map(Cell::Text).unwrap_or(Cell::Null);
+                push(&mut values, spec, cell, mapping, || {
+                    Location::source(shown).row(row + 1).column(own)
+                })?;
+            }
+        } else {
+            let numbers = series.cast(&DataType::Int64).map_err(|_| refuse())?;
+            for (row, number) in numbers.i64().map_err(|_| refuse())?.iter().enumerate() {
+                let text = number.map(|n| n.to_string());
+                let cell = text.as_deref().map(Cell::Text).unwrap_or(Cell::Null);
+                push(&mut values, spec, cell, mapping, || {
+                    Location::source(shown).row(row + 1).column(own)
+                })?;
+            }
+        }
+        values.into_column(spec.name)
+    };
+    if !spec.nullable && converted.null_count() > 0 {
+        let row = converted
+            .is_null()
+            .iter()
+            .position(|null| null == Some(true))
+            .unwrap_or(0)
+            + 1;
+        return Err(Error::input(
+            Location::source(shown).row(row).column(own),
+            format!("`{}` is empty, but every row needs one", spec.name),
+        ));
+    }
+    Ok(converted)
+}

@@ -1,0 +1,192 @@
+//! Timestamps as sources write them, to and from microseconds since the epoch (UTC).
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+
+/// Parses the timestamp forms sources use:
+///
+/// * RFC 3339 with an offset (`2026-11-01T10:00:00+02:00`, `...Z`), converted to UTC;
+/// * the same without an offset, `T` or space separated, as SQLite stores Airflow's times
+///   (taken as UTC, which is what Airflow writes);
+/// * a bare date (`2026-11-01`, midnight UTC);
+/// * epoch seconds or milliseconds (an integer above 10^11 is taken as milliseconds, which
+///   keeps seconds unambiguous until the year 5138).
+pub fn parse(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if let Some(epoch) = parse_epoch(text) {
+        return Some(epoch);
+    }
+    if let Ok(dt) = DateTime::parse_from_rfc3339(text) {
+        return Some(dt.with_timezone(&Utc).timestamp_micros());
+    }
+    // RFC 3339 also allows a space for `T`; chrono's rfc3339 parser already does, but
+    // PostgreSQL-style `+00` offsets without minutes need help.
+    for format in ["%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M:%S%.f%#z"] {
+        if let Ok(dt) = DateTime::parse_from_str(text, format) {
+            return Some(dt.with_timezone(&Utc).timestamp_micros());
+        }
+    }
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+    ] {
+        if let Ok(naive) = NaiveDateTime::parse_from_str(text, format) {
+            return Some(naive.and_utc().timestamp_micros());
+        }
+    }
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Some(date.and_hms_opt(0, 0, 0)?.and_utc().timestamp_micros());
+    }
+    None
+}
+
+fn parse_epoch(text: &str) -> Option<i64> {
+    let (number, fraction) = match text.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (text, None),
+    };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) || number.len() > 16 {
+        return None;
+    }
+    let whole: i64 = number.parse().ok()?;
+    let fraction_micros = match fraction {
+        None => 0,
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            let padded: String = digits.chars().chain("000000".chars()).take(6).collect();
+            padded.parse::<i64>().ok()?
+        }
+        Some(_) => return None,
+    };
+    if whole > 100_000_000_000 {
+        whole
+            .checked_mul(1_000)?
+            .checked_add(fraction_micros / 1_000)
+    } else {
+        whole.checked_mul(1_000_000)?.checked_add(fraction_micros)
+    }
+}
+
+/// Epoch seconds or milliseconds given as a JSON number.
+pub fn from_epoch_number(value: f64) -> Option<i64> {
+    if !value.is_finite() || value < 0.0 || value > 1.0e16 {
+        return None;
+    }
+    let micros = if value > 1.0e11 {
+        value * 1_000.0
+    } else {
+        value * 1_000_000.0
+    };
+    Some(micros.round() as i64)
+}
+
+/// RFC 3339 in UTC with a `Z`, seconds precision unless the value has a fraction.
+pub fn format(micros: i64) -> String {
+    match DateTime::<Utc>::from_timestamp_micros(micros) {
+        Some(dt) if micros % 1_000_000 == 0 => dt.to_rfc3339_opts(SecondsFormat::Secs, true),
+        Some(dt) => dt.to_rfc3339_opts(SecondsFormat::Micros, true),
+        None => format!("<out of range: {micros}µs>"),
+    }
+}
+
+pub fn format_opt(micros: Option<i64>) -> String {
+    micros.map(format).unwrap_or_default()
+}
+
+/// Parses a duration such as `24h`, `7d`, `90m`, `45s`, `1d12h`.
+pub fn parse_duration(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let mut total: i64 = 0;
+    let mut number = String::new();
+    for ch in text.chars() {
+        if ch.is_ascii_digit() {
+            number.push(ch);
+            continue;
+        }
+        let unit: i64 = match ch {
+            'w' => 7 * 86_400,
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            's' => 1,
+            _ => return None,
+        };
+        let value: i64 = number.parse().ok()?;
+        number.clear();
+        total = total.checked_add(value.checked_mul(unit)?.checked_mul(1_000_000)?)?;
+    }
+    if !number.is_empty() {
+        return None;
+    }
+    Some(total)
+}
+
+/// A duration in the shortest exact form, e.g. `1d12h`.
+pub fn format_duration(micros: i64) -> String {
+    let mut seconds = micros / 1_000_000;
+    if seconds == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    if seconds < 0 {
+        out.push('-');
+        seconds = -seconds;
+    }
+    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+        if seconds >= size {
+            out.push_str(&format!("{}{unit}", seconds / size));
+            seconds %= size;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_sources_use_agree_on_the_instant() {
+        let expected = parse("2026-11-01T10:00:00Z").unwrap();
+        for text in [
+            "2026-11-01T12:00:00+02:00",
+            "2026-11-01 10:00:00",
+            "2026-11-01 10:00:00.000000",
+            "2026-11-01T10:00:00",
+            "2026-11-01 10:00:00+00",
+            "1793527200",
+            "1793527200000",
+        ] {
+            assert_eq!(parse(text), Some(expected), "{text}");
+        }
+        assert_eq!(parse("2026-11-01"), parse("2026-11-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        for text in ["", "yesterday", "2026-13-01", "12:00", "1.2.3", "-5"] {
+            assert_eq!(parse(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        let micros = parse("2026-11-01T10:00:00.250Z").unwrap();
+        assert_eq!(format(micros), "2026-11-01T10:00:00.250000Z");
+        assert_eq!(parse(&format(micros)), Some(micros));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("24h"), Some(86_400_000_000));
+        assert_eq!(parse_duration("1d12h"), Some(129_600_000_000));
+        assert_eq!(parse_duration("12"), None);
+        assert_eq!(parse_duration("3x"), None);
+        assert_eq!(format_duration(129_600_000_000), "1d12h");
+    }
+}

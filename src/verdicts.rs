@@ -1,0 +1,184 @@
+//! A verdict for every try of an operation task (SPEC §5), so a try Airflow recorded as
+//! failed but that did cause the side effect is visible.
+//!
+//! | verdict | the try ... |
+//! |---|---|
+//! | `committed` | committed an object that it created, the first for its interval |
+//! | `reconciled` | committed an object that existed before it started (the provider replayed the key), or wrote a `reconciled` row |
+//! | `duplicate` | created or committed an object while an earlier live object of its interval existed |
+//! | `lost-response` | created an object under its key but committed nothing |
+//! | `intent-only` | wrote an intent, no outcome, and nothing was created |
+//! | `failed-before-effect` | failed with nothing created (a `failed` row, or no journal row at all) |
+//! | `no-operation` | did not fail, wrote no journal row and created nothing under its key |
+
+use polars::prelude::*;
+
+use crate::error::{EngineContext, Result};
+use crate::prepare::{OPERATION_INTERVAL, Prepared, TRY};
+
+pub const VERDICTS: [&str; 7] = [
+    "committed",
+    "reconciled",
+    "duplicate",
+    "lost-response",
+    "intent-only",
+    "failed-before-effect",
+    "no-operation",
+];
+
+/// One row per operation try: the try's identity, its state, its key, the object it is tied
+/// to and its verdict.
+pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
+    let on: Vec<Expr> = TRY.iter().map(|name| col(*name)).collect();
+    let done = lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false);
+    let journal = prepared
+        .journal()
+        .sort(["recorded_at"], Default::default())
+        .group_by(on.clone())
+        .agg([
+            col("op_key").first().alias("try_key"),
+            col("phase").eq(lit("intent")).any(true).alias("has_intent"),
+            col("phase").eq(lit("failed")).any(true).alias("has_failed"),
+            col("phase")
+                .eq(lit("reconciled"))
+                .any(true)
+                .alias("has_reconciled"),
+            col("external_id")
+                .filter(col("phase").is_in(done, false))
+                .drop_nulls()
+                .first()
+                .alias("committed_id"),
+        ]);
+    let committed_objects = prepared.objects().select([
+        col("external_id").alias("committed_id"),
+        col("created_at").alias("committed_created"),
+    ]);
+
+    let tries = prepared
+        .tries()
+        .join(
+            journal,
+            on.clone(),
+            on.clone(),
+            JoinArgs::new(JoinType::Left),
+        )
+        .join(
+            committed_objects,
+            [col("committed_id")],
+            [col("committed_id")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_column(coalesce(&[col("try_key"), col("expected_key")]).alias("op_key"));
+
+    // The earliest object the try created under its key while it ran.
+    let created = tries
+        .clone()
+        .filter(col("start_date").is_not_null())
+        .select(
+            on.iter()
+                .cloned()
+                .chain([col("op_key"), col("start_date"), col("end_date")])
+                .collect::<Vec<_>>(),
+        )
+        .join(
+            prepared.objects().select([
+                col("key"),
+                col("external_id").alias("created_id"),
+                col("created_at").alias("created_created"),
+            ]),
+            [col("op_key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .filter(
+            col("created_created").gt_eq(col("start_date")).and(
+                col("end_date")
+                    .is_null()
+                    .or(col("created_created").lt_eq(col("end_date"))),
+            ),
+        )
+        .sort(["created_created", "created_id"], Default::default())
+        .group_by(on.clone())
+        .agg([col("created_id").first(), col("created_created").first()]);
+
+    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let first_live = prepared
+        .live_in_intervals()
+        .sort(["created_at", "external_id"], Default::default())
+        .group_by(group.clone())
+        .agg([col("external_id").first().alias("first_live_id")]);
+
+    let object = coalesce(&[col("committed_id"), col("created_id")]);
+    let is_later_duplicate = col("first_live_id")
+        .is_not_null()
+        .and(col("first_live_id").neq(object.clone()));
+    let failed = col("state").is_in(
+        lit(Series::new(
+            "failed".into(),
+            ["failed", "up_for_retry", "upstream_failed"],
+        ))
+        .implode(false),
+        false,
+    );
+    let verdict = when(
+        col("committed_id").is_not_null().and(
+            col("has_reconciled")
+                .fill_null(lit(false))
+                .or(col("committed_created").lt(col("start_date"))),
+        ),
+    )
+    .then(lit("reconciled"))
+    .when(
+        col("committed_id")
+            .is_not_null()
+            .and(is_later_duplicate.clone()),
+    )
+    .then(lit("duplicate"))
+    .when(col("committed_id").is_not_null())
+    .then(lit("committed"))
+    .when(col("created_id").is_not_null().and(is_later_duplicate))
+    .then(lit("duplicate"))
+    .when(col("created_id").is_not_null())
+    .then(lit("lost-response"))
+    .when(
+        col("has_intent")
+            .fill_null(lit(false))
+            .and(col("has_failed").fill_null(lit(false)).not())
+            .and(failed.clone().not()),
+    )
+    .then(lit("intent-only"))
+    .when(col("has_failed").fill_null(lit(false)).or(failed))
+    .then(lit("failed-before-effect"))
+    .when(col("has_intent").fill_null(lit(false)))
+    .then(lit("intent-only"))
+    .otherwise(lit("no-operation"));
+
+    tries
+        .join(created, on.clone(), on, JoinArgs::new(JoinType::Left))
+        .join(
+            first_live,
+            group.clone(),
+            group,
+            JoinArgs::new(JoinType::Left),
+        )
+        .select([
+            col("dag_id"),
+            col("task_id"),
+            col("map_index"),
+            col("run_id"),
+            col("try_number"),
+            col("operation"),
+            col("interval"),
+            col("basis"),
+            col("state"),
+            col("start_date"),
+            col("end_date"),
+            col("hostname"),
+            col("op_key"),
+            object.alias("external_id"),
+            verdict.alias("verdict"),
+        ])
+        .sort(TRY.to_vec(), Default::default())
+        .collect()
+        .engine("computing verdicts")
+}
