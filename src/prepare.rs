@@ -83,10 +83,14 @@ impl Prepared {
         )
     }
 
+    /// `journal` holds the rows of the audited runs; `all_journal` every row the source gave,
+    /// so an object journalled by a run outside the audit is recognised and left out rather
+    /// than reported as unjournaled.
     pub fn build(
         config: &Config,
         attempts: &DataFrame,
         journal: &DataFrame,
+        all_journal: &DataFrame,
         provider: &DataFrame,
         window: ProviderWindow,
     ) -> Result<Prepared> {
@@ -156,7 +160,7 @@ impl Prepared {
             .collect()
             .engine("preparing the journal")?;
 
-        let objects = attribute_objects(config, &tries, &journal, provider)?;
+        let objects = attribute_objects(config, &tries, &journal, all_journal, provider)?;
 
         Ok(Prepared {
             tries,
@@ -303,10 +307,13 @@ fn expected_key(operations: &[Operation]) -> Expr {
 ///   expected key it is (a key used in several intervals takes the earliest: K003 reports it);
 /// * `named`: a journal row names its id; `committed`: a committed or reconciled row does;
 ///   `key_journaled`: its key appears in the journal.
+///
+/// Objects the journal ties to runs outside the audit are dropped: they are another audit's.
 fn attribute_objects(
     config: &Config,
     tries: &DataFrame,
     journal: &DataFrame,
+    all_journal: &DataFrame,
     provider: &DataFrame,
 ) -> Result<DataFrame> {
     let void: Vec<String> = config
@@ -317,8 +324,9 @@ fn attribute_objects(
         .collect();
     let void = Series::new("void".into(), void);
     let journal = journal.clone().lazy();
+    let all_journal = all_journal.clone().lazy();
 
-    let named = journal
+    let named = all_journal
         .clone()
         .filter(col("external_id").is_not_null())
         .group_by([col("external_id")])
@@ -371,7 +379,7 @@ fn attribute_objects(
             col("iv_end").first(),
             col("interval").first(),
         ]);
-    let journaled = journal
+    let journaled = all_journal
         .select([col("op_key").alias("key")])
         .unique(None, UniqueKeepStrategy::Any)
         .with_column(lit(true).alias("key_journaled"));
@@ -416,6 +424,11 @@ fn attribute_objects(
             JoinArgs::new(JoinType::Left),
         )
         .with_column(col("key_journaled").fill_null(lit(false)))
+        .filter(
+            col("operation")
+                .is_not_null()
+                .or(col("named").not().and(col("key_journaled").not())),
+        )
         .drop(cols(["named_key"]))
         .sort(
             crate::model::Table::Provider.sort_key().to_vec(),

@@ -71,7 +71,7 @@ fn parse_epoch(text: &str) -> Option<i64> {
 
 /// Epoch seconds or milliseconds given as a JSON number.
 pub fn from_epoch_number(value: f64) -> Option<i64> {
-    if !value.is_finite() || value < 0.0 || value > 1.0e16 {
+    if !value.is_finite() || !(0.0..=1.0e16).contains(&value) {
         return None;
     }
     let micros = if value > 1.0e11 {

@@ -1,1 +1,6 @@
+//! One integration-test binary, with a module per purpose (as ripgrep does).
 
+mod bad_input;
+mod cli;
+mod rules;
+mod scenario;

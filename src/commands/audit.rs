@@ -40,7 +40,14 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
 
 pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
     let (attempts, journal, provider, window) = scope(tables, options)?;
-    let mut prepared = Prepared::build(config, &attempts, &journal, &provider, window)?;
+    let mut prepared = Prepared::build(
+        config,
+        &attempts,
+        &journal,
+        &tables.journal,
+        &provider,
+        window,
+    )?;
     if let Some(dag) = &options.dag {
         // Objects attributed to another DAG are not this audit's; unattributed ones may be.
         let keep = prepared
@@ -197,7 +204,7 @@ fn scope(
         .lazy()
         .select([
             col("start_date").min().cast(DataType::Int64).alias("from"),
-            max_horizontal([col("end_date").max(), col("start_date").max()])
+            polars::lazy::dsl::max_horizontal([col("end_date").max(), col("start_date").max()])
                 .engine("provider window")?
                 .cast(DataType::Int64)
                 .alias("to"),

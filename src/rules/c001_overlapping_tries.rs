@@ -55,7 +55,7 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             when(col("end_date").is_null())
                 .then(lit(i64::MAX).cast(crate::model::utc()))
                 .otherwise(
-                    polars::prelude::max_horizontal([col("end_date"), col("last_write")])
+                    polars::lazy::dsl::max_horizontal([col("end_date"), col("last_write")])
                         .engine("C001")?,
                 )
                 .alias("busy_until"),

@@ -2,7 +2,7 @@
 
 use polars::prelude::*;
 
-use crate::cells::{bools, ints, texts};
+use crate::cells::{ints, texts};
 use crate::error::Result;
 use crate::rules::Evidence;
 use crate::timestamp;
@@ -11,8 +11,6 @@ pub struct ObjectRows {
     pub external_id: Vec<Option<String>>,
     pub key: Vec<Option<String>>,
     pub created_at: Vec<Option<i64>>,
-    pub status: Vec<Option<String>>,
-    pub live: Vec<Option<bool>>,
     pub dag_id: Vec<Option<String>>,
     pub operation: Vec<Option<String>>,
     pub interval: Vec<Option<String>>,
@@ -24,8 +22,6 @@ impl ObjectRows {
             external_id: texts(df, "external_id")?,
             key: texts(df, "key")?,
             created_at: ints(df, "created_at")?,
-            status: texts(df, "status")?,
-            live: bools(df, "live")?,
             dag_id: texts(df, "dag_id")?,
             operation: texts(df, "operation")?,
             interval: texts(df, "interval")?,
@@ -144,15 +140,11 @@ impl JournalRows {
 
 pub struct TryRows {
     pub dag_id: Vec<Option<String>>,
-    pub task_id: Vec<Option<String>>,
     pub run_id: Vec<Option<String>>,
     pub try_number: Vec<Option<i64>>,
     pub map_index: Vec<Option<i64>>,
-    pub state: Vec<Option<String>>,
     pub start_date: Vec<Option<i64>>,
     pub end_date: Vec<Option<i64>>,
-    pub hostname: Vec<Option<String>>,
-    pub pid: Vec<Option<i64>>,
     pub operation: Vec<Option<String>>,
     pub interval: Vec<Option<String>>,
     pub expected_key: Vec<Option<String>>,
@@ -162,15 +154,11 @@ impl TryRows {
     pub fn read(df: &DataFrame) -> Result<TryRows> {
         Ok(TryRows {
             dag_id: texts(df, "dag_id")?,
-            task_id: texts(df, "task_id")?,
             run_id: texts(df, "run_id")?,
             try_number: ints(df, "try_number")?,
             map_index: ints(df, "map_index")?,
-            state: texts(df, "state")?,
             start_date: ints(df, "start_date")?,
             end_date: ints(df, "end_date")?,
-            hostname: texts(df, "hostname")?,
-            pid: ints(df, "pid")?,
             operation: texts(df, "operation")?,
             interval: texts(df, "interval")?,
             expected_key: texts(df, "expected_key")?,
