@@ -11,6 +11,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::keys::KeyTemplate;
 use crate::model::{JOURNAL, PHASES};
+use crate::sources::database::Database;
 use crate::timestamp;
 
 #[derive(Debug, Deserialize)]
@@ -26,7 +27,11 @@ struct RawConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSource {
-    snapshot: PathBuf,
+    snapshot: Option<PathBuf>,
+    /// A database URL, sqlx's or Airflow's `sql_alchemy_conn` form.
+    url: Option<String>,
+    /// The environment variable holding the database password (kept out of the file).
+    password_env: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +67,8 @@ struct RawOperation {
     dag_id: String,
     task_id: String,
     key: Option<String>,
+    /// Overrides `[provider] key_ttl` for this operation (providers differ by endpoint).
+    key_ttl: Option<String>,
 }
 
 /// What a provider returns when a key is replayed (SPEC §3).
@@ -81,12 +88,16 @@ pub enum Replay {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     Snapshot(PathBuf),
+    /// Airflow's metadata database.
+    Database(Database),
 }
 
 impl Source {
+    /// The source as reports name it: never with a password.
     pub fn describe(&self) -> String {
         match self {
             Source::Snapshot(path) => format!("snapshot {}", path.display()),
+            Source::Database(database) => database.shown.clone(),
         }
     }
 }
@@ -126,6 +137,7 @@ pub struct Operation {
     pub dag_id: String,
     pub task_id: String,
     pub key: Option<KeyTemplate>,
+    pub key_ttl: Option<i64>,
 }
 
 impl Operation {
@@ -199,14 +211,15 @@ impl Config {
         }
         let phases = phase_mapping(journal.phases.as_ref(), &at)?;
 
-        let key_ttl = match &provider.key_ttl {
-            None => None,
-            Some(text) => Some(timestamp::parse_duration(text).filter(|ttl| *ttl > 0).ok_or_else(|| {
-                at.error("key_ttl", format!(
-                    "[provider] key_ttl = {text:?} is not a duration (use forms like 24h, 7d, 90d, 6h30m)"
-                ))
-            })?),
+        let duration = |text: &Option<String>, table: &str| -> Result<Option<i64>> {
+            match text {
+                None => Ok(None),
+                Some(text) => Ok(Some(timestamp::parse_duration(text).filter(|ttl| *ttl > 0).ok_or_else(|| {
+                    at.error("key_ttl", format!("{table} key_ttl = {text:?} is not a duration (use forms like 24h, 7d, 90d, 6h30m)"))
+                })?)),
+            }
         };
+        let key_ttl = duration(&provider.key_ttl, "[provider]")?;
 
         if raw.operation.is_empty() {
             return Err(Error::config(
@@ -249,17 +262,44 @@ impl Config {
                     )
                 })?),
             };
+            let key_ttl = duration(&op.key_ttl, "[[operation]]")?;
             operations.push(Operation {
                 name,
                 dag_id: op.dag_id,
                 task_id: op.task_id,
                 key,
+                key_ttl,
             });
         }
 
+        let attempts = match (airflow.snapshot, airflow.url) {
+            (Some(snapshot), None) => Source::Snapshot(base.join(snapshot)),
+            (None, Some(url)) => {
+                let password = match &airflow.password_env {
+                    None => None,
+                    Some(name) => Some(std::env::var(name).map_err(|_| {
+                        at.error(
+                            "password_env",
+                            format!("[airflow] password_env names {name}, which is not set"),
+                        )
+                    })?),
+                };
+                Source::Database(
+                    Database::parse(&url, base, password)
+                        .map_err(|message| at.error("url", format!("[airflow] url: {message}")))?,
+                )
+            }
+            _ => {
+                return Err(Error::config(
+                    &shown,
+                    "[airflow] needs exactly one of `snapshot` (a file) or `url` (the metadata database)",
+                ));
+            }
+        };
+
         Ok(Config {
             path: path.to_path_buf(),
-            attempts: Source::Snapshot(base.join(airflow.snapshot)),
+            attempts,
             journal: JournalSettings {
                 source: Source::Snapshot(base.join(journal.snapshot)),
                 columns: journal.columns,
@@ -423,7 +463,7 @@ key = "orders:{interval_start:%Y-%m-%d}"
         let text = MINIMAL.replace("key_ttl = \"24h\"", "key_ttl = \"24h\"\nkey_tll = \"1d\"");
         let message = parse(&text).unwrap_err().to_string();
         assert!(message.contains("onceonly.toml"), "{message}");
-        assert!(message.contains("line 10"), "{message}");
+        assert!(message.contains("line 9"), "{message}");
         assert!(message.contains("key_tll"), "{message}");
     }
 
@@ -433,7 +473,7 @@ key = "orders:{interval_start:%Y-%m-%d}"
             .unwrap_err()
             .to_string();
         assert!(
-            message.contains("line 9") && message.contains("key_ttl"),
+            message.contains("line 8") && message.contains("key_ttl"),
             "{message}"
         );
     }
@@ -444,7 +484,7 @@ key = "orders:{interval_start:%Y-%m-%d}"
             .unwrap_err()
             .to_string();
         assert!(
-            message.contains("line 13") && message.contains("nope"),
+            message.contains("line 12") && message.contains("nope"),
             "{message}"
         );
     }

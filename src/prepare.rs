@@ -26,7 +26,8 @@ pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"
 /// The columns that identify one try.
 pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
 /// The columns that identify one interval of one operation.
-pub const OPERATION_INTERVAL: [&str; 3] = ["operation", "iv_start", "iv_end"];
+/// Mapped task instances are separate operations: `map_index` is part of the identity.
+pub const OPERATION_INTERVAL: [&str; 4] = ["operation", "map_index", "iv_start", "iv_end"];
 
 /// What the listing covered: objects created outside it are unknown, not absent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -299,6 +300,26 @@ fn expected_key(operations: &[Operation]) -> Expr {
         .alias("expected_key")
 }
 
+/// The provider's key TTL for each object's operation: the operation's own, else the
+/// provider's, else NULL (unknown).
+fn key_ttl(config: &Config) -> Expr {
+    let default = match config.provider.key_ttl {
+        Some(ttl) => lit(ttl),
+        None => lit(NULL).cast(DataType::Int64),
+    };
+    config
+        .operations
+        .iter()
+        .rev()
+        .filter_map(|op| op.key_ttl.map(|ttl| (op, ttl)))
+        .fold(default, |otherwise, (op, ttl)| {
+            when(col("operation").eq(lit(op.name.clone())))
+                .then(lit(ttl))
+                .otherwise(otherwise)
+        })
+        .alias("key_ttl")
+}
+
 /// Gives every provider object its key, operation and interval.
 ///
 /// * `live`: its status is not one of the configured void statuses (case-insensitive);
@@ -349,6 +370,7 @@ fn attribute_objects(
         col("op_key").alias("key"),
         col("operation"),
         col("dag_id"),
+        col("map_index"),
         col("iv_start"),
         col("iv_end"),
         col("interval"),
@@ -361,6 +383,7 @@ fn attribute_objects(
             col("expected_key").alias("key"),
             col("operation"),
             col("dag_id"),
+            col("map_index"),
             col("iv_start"),
             col("iv_end"),
             col("interval"),
@@ -375,6 +398,7 @@ fn attribute_objects(
         .agg([
             col("operation").first(),
             col("dag_id").first(),
+            col("map_index").first(),
             col("iv_start").first(),
             col("iv_end").first(),
             col("interval").first(),
@@ -429,6 +453,7 @@ fn attribute_objects(
                 .is_not_null()
                 .or(col("named").not().and(col("key_journaled").not())),
         )
+        .with_column(key_ttl(config))
         .drop(cols(["named_key"]))
         .sort(
             crate::model::Table::Provider.sort_key().to_vec(),

@@ -35,6 +35,8 @@ pub struct Coverage {
     pub tries: usize,
     /// Rules that could not run on these inputs, with the reason.
     pub rules_skipped: Vec<SkippedRule>,
+    /// What the sources warned about (an unknown but compatible schema revision, ...).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

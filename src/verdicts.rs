@@ -4,7 +4,7 @@
 //! | verdict | the try ... |
 //! |---|---|
 //! | `committed` | committed an object that it created, the first for its interval |
-//! | `reconciled` | committed an object that existed before it started (the provider replayed the key), or wrote a `reconciled` row |
+//! | `reconciled` | committed an object an earlier try of its interval had created (the provider replayed the key), or wrote a `reconciled` row |
 //! | `duplicate` | created or committed an object while an earlier live object of its interval existed |
 //! | `lost-response` | created an object under its key but committed nothing |
 //! | `intent-only` | wrote an intent, no outcome, and nothing was created |
@@ -68,7 +68,24 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
             [col("committed_id")],
             JoinArgs::new(JoinType::Left),
         )
-        .with_column(coalesce(&[col("try_key"), col("expected_key")]).alias("op_key"));
+        .with_column(coalesce(&[col("try_key"), col("expected_key")]).alias("op_key"))
+        // When the interval's earlier tries had ended: an object created by then was not
+        // created by this try. (Not "before this try started": providers often round
+        // creation times to the second, which would make every object look older.)
+        .sort(["start_date"], Default::default())
+        .with_column(
+            col("end_date")
+                .cum_max(false)
+                .shift(lit(1))
+                .over(
+                    OPERATION_INTERVAL
+                        .iter()
+                        .map(|name| col(*name))
+                        .collect::<Vec<_>>(),
+                )
+                .engine("window")?
+                .alias("earlier_tries_ended"),
+        );
 
     // The earliest object the try created under its key while it ran.
     let created = tries
@@ -91,11 +108,15 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
             JoinArgs::new(JoinType::Inner),
         )
         .filter(
-            col("created_created").gt_eq(col("start_date")).and(
-                col("end_date")
-                    .is_null()
-                    .or(col("created_created").lt_eq(col("end_date"))),
-            ),
+            // Providers often give whole seconds: an object stamped in the second the try
+            // started was created by it.
+            (col("created_created").cast(DataType::Int64) + lit(1_000_000i64))
+                .gt(col("start_date").cast(DataType::Int64))
+                .and(
+                    col("end_date")
+                        .is_null()
+                        .or(col("created_created").lt_eq(col("end_date"))),
+                ),
         )
         .sort(["created_created", "created_id"], Default::default())
         .group_by(on.clone())
@@ -106,12 +127,18 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         .live_in_intervals()
         .sort(["created_at", "external_id"], Default::default())
         .group_by(group.clone())
-        .agg([col("external_id").first().alias("first_live_id")]);
+        .agg([
+            col("external_id").first().alias("first_live_id"),
+            col("created_at").first().alias("first_live_created"),
+        ]);
 
     let object = coalesce(&[col("committed_id"), col("created_id")]);
+    // A duplicate: a live object of the interval already existed when this one was created.
+    let created_at = coalesce(&[col("committed_created"), col("created_created")]);
     let is_later_duplicate = col("first_live_id")
         .is_not_null()
-        .and(col("first_live_id").neq(object.clone()));
+        .and(col("first_live_id").neq(object.clone()))
+        .and(col("first_live_created").lt(created_at));
     let failed = col("state").is_in(
         lit(Series::new(
             "failed".into(),
@@ -124,7 +151,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         col("committed_id").is_not_null().and(
             col("has_reconciled")
                 .fill_null(lit(false))
-                .or(col("committed_created").lt(col("start_date"))),
+                .or(col("committed_created").lt_eq(col("earlier_tries_ended"))),
         ),
     )
     .then(lit("reconciled"))

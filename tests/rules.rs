@@ -1,1 +1,169 @@
+//! Every rule against its own fixture scenario (`fixtures/rules/<CODE>/{fires,near-miss}`), run
+//! alone: it must fire on `fires` and stay silent on `near-miss`; `fixtures/rules/clean` gives no
+//! finding from any rule. The findings are kept as insta snapshots, so a reviewer sees what each
+//! rule reports (ids, keys, intervals, evidence), not assertions about internals.
+//!
+//! All scenarios share `fixtures/rules/onceonly.toml`; its relative snapshot paths are resolved
+//! in the scenario's folder.
 
+use std::path::{Path, PathBuf};
+
+use onceonly::cells::{ints, texts};
+use onceonly::commands::audit::{self, Audit, AuditOptions};
+use onceonly::config::Config;
+use onceonly::rules::{Finding, REGISTRY};
+
+fn rules_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rules")
+}
+
+/// Audits one scenario folder with the shared config; `rules` empty runs every rule.
+fn audit_scenario(scenario: &str, rules: &[&str]) -> Audit {
+    let config_path = rules_fixtures().join("onceonly.toml");
+    let text = std::fs::read_to_string(&config_path)
+        .unwrap_or_else(|err| panic!("{}: {err}", config_path.display()));
+    let dir = rules_fixtures().join(scenario);
+    assert!(dir.is_dir(), "no scenario folder {}", dir.display());
+    let config = Config::parse(&text, &dir.join("onceonly.toml"))
+        .unwrap_or_else(|err| panic!("config for {scenario}: {err}"));
+    let options = AuditOptions {
+        rules: rules.iter().map(|code| code.to_string()).collect(),
+        ..Default::default()
+    };
+    audit::run(&config, &options).unwrap_or_else(|err| panic!("audit of {scenario}: {err}"))
+}
+
+/// Snapshot files are named after the scenario only (`tests/snapshots/D001_fires.snap`), so a
+/// reviewer finds a rule's expected output by its code.
+fn snapshot(name: &str, findings: &[Finding]) {
+    insta::with_settings!({ prepend_module_to_snapshot => false, omit_expression => true }, {
+        insta::assert_json_snapshot!(name, findings);
+    });
+}
+
+/// The rule fires on its `fires` scenario and only it reports there; it is silent on its
+/// `near-miss`.
+fn check_rule(code: &str) {
+    let fires = audit_scenario(&format!("{code}/fires"), &[code])
+        .report
+        .findings;
+    assert!(
+        fires.iter().any(|finding| finding.code == code),
+        "{code} did not fire on {code}/fires"
+    );
+    assert!(
+        fires.iter().all(|finding| finding.code == code),
+        "{code} ran alone, yet other codes reported: {fires:#?}"
+    );
+    snapshot(&format!("{code}_fires"), &fires);
+
+    let near_miss = audit_scenario(&format!("{code}/near-miss"), &[code])
+        .report
+        .findings;
+    assert!(
+        near_miss.is_empty(),
+        "{code} fired on {code}/near-miss: {near_miss:#?}"
+    );
+    snapshot(&format!("{code}_near_miss"), &near_miss);
+}
+
+macro_rules! rule_tests {
+    ($($test:ident => $code:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                check_rule($code);
+            }
+        )*
+
+        #[test]
+        fn every_rule_has_a_scenario_test() {
+            let tested = [$($code),*];
+            for rule in REGISTRY {
+                assert!(tested.contains(&rule.code()), "{} has no scenario test", rule.code());
+                for variant in ["fires", "near-miss"] {
+                    let dir = rules_fixtures().join(rule.code()).join(variant);
+                    assert!(dir.join("README.md").is_file(), "{} lacks a README.md", dir.display());
+                }
+            }
+        }
+    };
+}
+
+rule_tests! {
+    d001_duplicate_export => "D001",
+    d002_duplicate_interval => "D002",
+    l001_lost_response => "L001",
+    l002_orphan_intent => "L002",
+    l003_unjournaled_export => "L003",
+    m001_missing_export => "M001",
+    m002_unrecorded_success => "M002",
+    k001_unstable_key => "K001",
+    k002_key_payload_mismatch => "K002",
+    k003_key_collision => "K003",
+    c001_overlapping_tries => "C001",
+    r001_rerun_after_success => "R001",
+    a001_write_after_approval_expiry => "A001",
+    t001_ttl_replay => "T001",
+}
+
+#[test]
+fn clean_scenario_has_no_findings_from_any_rule() {
+    let audit = audit_scenario("clean", &[]);
+    let report = &audit.report;
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    assert!(report.coverage.rules_skipped.is_empty());
+    // Not vacuous: four tries were audited, and the lost response of 2026-11-02 was reconciled.
+    assert_eq!(report.coverage.tries, 4);
+    assert_eq!(report.summary.reconciled_retries, 1);
+    snapshot("clean", &report.findings);
+}
+
+/// `(run_id, try_number, verdict)` for every try of an audit, in the verdicts' order.
+fn verdicts(audit: &Audit) -> Vec<(String, i64, String)> {
+    let frame = &audit.verdicts;
+    let runs = texts(frame, "run_id").expect("run_id");
+    let tries = ints(frame, "try_number").expect("try_number");
+    let verdicts = texts(frame, "verdict").expect("verdict");
+    runs.into_iter()
+        .zip(tries)
+        .zip(verdicts)
+        .map(|((run, number), verdict)| {
+            (
+                run.expect("run_id"),
+                number.expect("try_number"),
+                verdict.expect("verdict"),
+            )
+        })
+        .collect()
+}
+
+const RUN: &str = "scheduled__2026-11-01T00:00:00+00:00";
+
+#[test]
+fn lost_response_then_replay_gives_lost_response_and_reconciled_verdicts() {
+    // Try 1 created exp_101 and lost the response; try 2 got exp_101 back and committed it.
+    let audit = audit_scenario("L001/near-miss", &[]);
+    assert_eq!(
+        verdicts(&audit),
+        [
+            (RUN.to_string(), 1, "lost-response".to_string()),
+            (RUN.to_string(), 2, "reconciled".to_string()),
+        ]
+    );
+    assert_eq!(audit.report.summary.reconciled_retries, 1);
+}
+
+#[test]
+fn lost_response_then_new_object_gives_lost_response_and_duplicate_verdicts() {
+    // Try 1 created exp_101 and lost the response; the provider ignored the key and try 2
+    // created and committed exp_102 beside it.
+    let audit = audit_scenario("D001/fires", &[]);
+    assert_eq!(
+        verdicts(&audit),
+        [
+            (RUN.to_string(), 1, "lost-response".to_string()),
+            (RUN.to_string(), 2, "duplicate".to_string()),
+        ]
+    );
+}

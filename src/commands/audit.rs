@@ -34,7 +34,12 @@ pub struct Audit {
 }
 
 pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
-    let tables = sources::load(config)?;
+    let filter = sources::airflow_db::Filter {
+        dag: options.dag.clone(),
+        since: options.since,
+        until: options.until,
+    };
+    let tables = sources::load(config, &filter)?;
     audit_tables(config, &tables, options)
 }
 
@@ -80,7 +85,10 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
     }
 
     let mut rules_skipped = Vec::new();
-    if prepared.key_ttl.is_none() && selected.iter().any(|rule| rule.code() == "T001") {
+    if prepared.key_ttl.is_none()
+        && config.operations.iter().all(|op| op.key_ttl.is_none())
+        && selected.iter().any(|rule| rule.code() == "T001")
+    {
         rules_skipped.push(SkippedRule {
             code: "T001",
             reason: "no [provider] key_ttl configured".into(),
@@ -119,6 +127,7 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
             .height(),
         tries: prepared.tries.height(),
         rules_skipped,
+        warnings: tables.warnings.clone(),
     };
     let summary = Summary::new(&findings, verdict_counts);
     Ok(Audit {

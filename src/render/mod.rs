@@ -117,6 +117,9 @@ fn coverage_lines(report: &Report) -> Vec<String> {
             basis.join(", ")
         }
     ));
+    for warning in &coverage.warnings {
+        lines.push(format!("warning: {warning}"));
+    }
     for skipped in &coverage.rules_skipped {
         lines.push(format!(
             "not checked: {} ({})",

@@ -9,7 +9,7 @@ use crate::cells::texts;
 
 declare_rule! {
     /// ## What it detects
-    /// A committed journal row names an external id that the provider does not list as live:
+    /// A committed (or reconciled) journal row names an external id that the provider does not list as live:
     /// it is absent, or listed with a void status (cancelled, voided, deleted). Only rows
     /// recorded inside the window the provider listing covered are checked.
     ///
@@ -40,7 +40,10 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
         .journal()
         .filter(
             col("phase")
-                .eq(lit("committed"))
+                .is_in(
+                    lit(Series::new("p".into(), ["committed", "reconciled"])).implode(false),
+                    false,
+                )
                 .and(col("external_id").is_not_null()),
         )
         .filter(prepared.window.contains())

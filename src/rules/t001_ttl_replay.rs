@@ -11,7 +11,8 @@ use super::rows::ObjectRows;
 declare_rule! {
     /// ## What it detects
     /// A duplicate (several live objects for one interval) whose objects were created further
-    /// apart than the provider's idempotency-key TTL (`[provider] key_ttl`). It explains a D001
+    /// apart than the provider's idempotency-key TTL (`key_ttl` of the operation, else of
+    /// `[provider]`). It explains a D001
     /// or D002: the key could not have helped, the provider had forgotten it.
     ///
     /// ## Why it matters
@@ -31,9 +32,6 @@ declare_rule! {
 impl_rule!(TtlReplay, check);
 
 fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let Some(ttl) = prepared.key_ttl else {
-        return Ok(Vec::new());
-    };
     let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
     let spread = (col("created_at").max() - col("created_at").min()).cast(DataType::Int64);
     let replayed = prepared
@@ -45,7 +43,8 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .engine("window")?
                 .gt(lit(1u32)),
         )
-        .filter(spread.over(group).engine("window")?.gt(lit(ttl)))
+        .filter(col("key_ttl").is_not_null())
+        .filter(spread.over(group).engine("window")?.gt(col("key_ttl")))
         .sort(
             [
                 "operation",
@@ -59,6 +58,7 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
         .collect()
         .engine("T001")?;
     let rows = ObjectRows::read(&replayed)?;
+    let ttls = crate::cells::ints(&replayed, "key_ttl")?;
     groups(&replayed, &OPERATION_INTERVAL)?
         .into_iter()
         .map(|(first, members)| {
@@ -75,7 +75,7 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
                 message: format!(
                     "objects created {} apart, beyond the provider's key TTL of {}: {}",
                     timestamp::format_duration(apart),
-                    timestamp::format_duration(ttl),
+                    timestamp::format_duration(ttls[first].unwrap_or(0)),
                     rows.listing(&members)
                 ),
                 evidence: rows.evidence(&members),

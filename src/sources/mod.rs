@@ -1,5 +1,8 @@
 //! Sources: everything that reads outside data into the canonical tables.
 
+pub mod airflow_db;
+pub mod database;
+mod pickle;
 pub mod snapshot;
 
 use polars::prelude::DataFrame;
@@ -8,11 +11,12 @@ use crate::config::{Config, Source};
 use crate::error::Result;
 use crate::model::Table;
 
-/// The three canonical tables as read, with where each came from.
+/// The three canonical tables as read, and what the sources warned about.
 pub struct Tables {
     pub attempts: DataFrame,
     pub journal: DataFrame,
     pub provider: DataFrame,
+    pub warnings: Vec<String>,
 }
 
 impl Tables {
@@ -27,26 +31,40 @@ impl Tables {
 
 /// Reads every table the config names. Any failure stops the run: no finding is ever
 /// computed over a table that was only partly read.
-pub fn load(config: &Config) -> Result<Tables> {
-    let read = |source: &Source, table: Table, mapping: &snapshot::Mapping| match source {
+pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
+    let mut warnings = Vec::new();
+    let mut read = |source: &Source, table: Table, mapping: &snapshot::Mapping| match source {
         Source::Snapshot(path) => snapshot::read(path, table, mapping),
+        Source::Database(database) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| crate::error::Error::io("the async runtime", err))?;
+            let read = runtime.block_on(airflow_db::read(database, filter))?;
+            warnings.extend(read.warnings);
+            Ok(read.attempts)
+        }
     };
     let journal_mapping = snapshot::Mapping {
         columns: config.journal.columns.clone(),
         phases: Some(config.journal.phases.clone()),
     };
+    let attempts = read(
+        &config.attempts,
+        Table::Attempts,
+        &snapshot::Mapping::default(),
+    )?;
+    let journal = read(&config.journal.source, Table::Journal, &journal_mapping)?;
+    let provider = read(
+        &config.provider.source,
+        Table::Provider,
+        &snapshot::Mapping::default(),
+    )?;
     Ok(Tables {
-        attempts: read(
-            &config.attempts,
-            Table::Attempts,
-            &snapshot::Mapping::default(),
-        )?,
-        journal: read(&config.journal.source, Table::Journal, &journal_mapping)?,
-        provider: read(
-            &config.provider.source,
-            Table::Provider,
-            &snapshot::Mapping::default(),
-        )?,
+        attempts,
+        journal,
+        provider,
+        warnings,
     })
 }
 

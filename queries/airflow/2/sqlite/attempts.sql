@@ -1,0 +1,50 @@
+-- attempts, Airflow 2.x on SQLite: every try of every task instance.
+-- Earlier tries are rows of task_instance_history; the latest try is the task_instance row,
+-- unless history already holds that try number (a try being retried is in both).
+-- Parameters: ?1 since, ?2 until (activity window, 'YYYY-MM-DD HH:MM:SS.ffffff' UTC),
+--             ?3 dag_id LIKE pattern (escape character \).
+WITH tries AS (
+    SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
+           hostname, pid, queued_dttm
+    FROM task_instance_history
+    UNION ALL
+    SELECT ti.dag_id, ti.task_id, ti.map_index, ti.run_id, ti.try_number, ti.state, ti.start_date,
+           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm
+    FROM task_instance AS ti
+    WHERE NOT EXISTS (
+        SELECT 1 FROM task_instance_history AS h
+        WHERE h.dag_id = ti.dag_id AND h.task_id = ti.task_id AND h.run_id = ti.run_id
+          AND h.map_index = ti.map_index AND h.try_number = ti.try_number
+    )
+),
+audited_runs AS (
+    SELECT DISTINCT dag_id, run_id
+    FROM tries
+    WHERE dag_id LIKE ?3 ESCAPE '\'
+      AND ((start_date >= ?1 AND start_date < ?2) OR (end_date >= ?1 AND end_date < ?2))
+)
+SELECT CAST(t.dag_id AS TEXT) AS dag_id,
+       CAST(t.task_id AS TEXT) AS task_id,
+       CAST(t.map_index AS INTEGER) AS map_index,
+       CAST(t.run_id AS TEXT) AS run_id,
+       CAST(dr.run_type AS TEXT) AS run_type,
+       CAST(t.try_number AS INTEGER) AS try_number,
+       CAST(t.state AS TEXT) AS state,
+       CAST(t.start_date AS TEXT) AS start_date,
+       CAST(t.end_date AS TEXT) AS end_date,
+       CAST(t.hostname AS TEXT) AS hostname,
+       CAST(t.pid AS INTEGER) AS pid,
+       CAST(t.queued_dttm AS TEXT) AS queued_at,
+       CAST(dr.data_interval_start AS TEXT) AS interval_start,
+       CAST(dr.data_interval_end AS TEXT) AS interval_end,
+       CAST(dr.execution_date AS TEXT) AS logical_date,
+       -- 2.x has no run_after: a run is scheduled for its logical date.
+       CAST(dr.execution_date AS TEXT) AS run_after,
+       -- 2.x pickles conf: the reader decodes the hex.
+       hex(dr.conf) AS conf_pickle,
+       CAST(dr.clear_number AS INTEGER) AS clear_number
+FROM tries AS t
+JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id
+JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
+WHERE t.try_number >= 1
+ORDER BY t.dag_id, t.run_id, t.task_id, t.map_index, t.try_number

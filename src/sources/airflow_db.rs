@@ -1,0 +1,370 @@
+//! The `attempts` table from Airflow's metadata database (SQLite, PostgreSQL, MySQL) via sqlx.
+//!
+//! The schema version is read from `alembic_version` and the columns the query needs are
+//! checked before it runs, so a database of the wrong kind or version fails with a message
+//! naming what was found and what is missing. Rows are streamed into column builders; the
+//! connection is read-only.
+
+use std::collections::BTreeSet;
+
+use futures_util::TryStreamExt;
+use polars::prelude::*;
+use sqlx::any::{AnyConnectOptions, AnyRow};
+use sqlx::{AnyConnection, ConnectOptions, Connection, Row};
+
+use crate::error::{EngineContext, Error, Location, Result};
+use crate::model::{ATTEMPTS, Kind, TIME_UNIT};
+use crate::sources::database::{Database, Dialect};
+use crate::sources::pickle;
+use crate::timestamp;
+
+/// Alembic revisions onceonly was checked against, with the Airflow version they belong to.
+pub const KNOWN_VERSIONS: [(&str, &str, u8); 2] =
+    [("5f2621c13b39", "2.10.5", 2), ("d2f4e1b3c5a7", "3.3.2", 3)];
+
+/// What the audit asks of the database: pushed down into the SQL.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// A dag_id glob.
+    pub dag: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+/// The attempts table and what was learned about the schema on the way.
+pub struct AirflowRead {
+    pub attempts: DataFrame,
+    pub version: String,
+    pub warnings: Vec<String>,
+}
+
+const REQUIRED_COMMON: [(&str, &str); 20] = [
+    ("task_instance", "dag_id"),
+    ("task_instance", "task_id"),
+    ("task_instance", "map_index"),
+    ("task_instance", "run_id"),
+    ("task_instance", "try_number"),
+    ("task_instance", "state"),
+    ("task_instance", "start_date"),
+    ("task_instance", "end_date"),
+    ("task_instance", "hostname"),
+    ("task_instance", "pid"),
+    ("task_instance", "queued_dttm"),
+    ("task_instance_history", "try_number"),
+    ("task_instance_history", "start_date"),
+    ("task_instance_history", "hostname"),
+    ("dag_run", "run_type"),
+    ("dag_run", "data_interval_start"),
+    ("dag_run", "data_interval_end"),
+    ("dag_run", "conf"),
+    ("dag_run", "clear_number"),
+    ("alembic_version", "version_num"),
+];
+const REQUIRED_2: [(&str, &str); 1] = [("dag_run", "execution_date")];
+const REQUIRED_3: [(&str, &str); 2] = [("dag_run", "logical_date"), ("dag_run", "run_after")];
+
+pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
+    let mut connection = connect(database).await?;
+    let version = schema_version(&mut connection, database).await?;
+    let columns = columns(&mut connection, database).await?;
+    let (major, mut warnings) = major_version(&version, &columns, database)?;
+    let sql = match (database.dialect, major) {
+        (Dialect::Sqlite, 2) => include_str!("../../queries/airflow/2/sqlite/attempts.sql"),
+        (Dialect::Sqlite, _) => include_str!("../../queries/airflow/3/sqlite/attempts.sql"),
+        (Dialect::Postgres, 2) => include_str!("../../queries/airflow/2/postgres/attempts.sql"),
+        (Dialect::Postgres, _) => include_str!("../../queries/airflow/3/postgres/attempts.sql"),
+        (Dialect::Mysql, _) => {
+            return Err(Error::input(
+                Location::source(&database.shown),
+                "reading Airflow metadata from MySQL is not supported yet (SQLite and PostgreSQL are)",
+            ));
+        }
+    };
+    let attempts = stream_attempts(&mut connection, database, sql, filter).await?;
+    let _ = connection.close().await;
+    if major == 2 && !columns.contains(&("dag_run".into(), "execution_date".into())) {
+        warnings.push("dag_run has no execution_date".into());
+    }
+    Ok(AirflowRead {
+        attempts,
+        version,
+        warnings,
+    })
+}
+
+pub(crate) async fn connect(database: &Database) -> Result<AnyConnection> {
+    sqlx::any::install_default_drivers();
+    let options: AnyConnectOptions = database.url.parse().map_err(|err: sqlx::Error| {
+        Error::input(
+            Location::source(&database.shown),
+            database.scrub(&err.to_string()),
+        )
+    })?;
+    let mut connection = options.connect().await.map_err(|err| {
+        Error::input(
+            Location::source(&database.shown),
+            format!("cannot connect: {}", database.scrub(&err.to_string())),
+        )
+    })?;
+    if database.dialect == Dialect::Postgres {
+        sqlx::query("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .execute(&mut connection)
+            .await
+            .map_err(|err| database.error(&err))?;
+    }
+    Ok(connection)
+}
+
+async fn schema_version(connection: &mut AnyConnection, database: &Database) -> Result<String> {
+    let row = sqlx::query("SELECT CAST(version_num AS TEXT) AS version_num FROM alembic_version")
+        .fetch_optional(&mut *connection)
+        .await
+        .map_err(|err| {
+            Error::input(
+                Location::source(&database.shown),
+                format!(
+                    "not an Airflow metadata database: cannot read alembic_version ({})",
+                    database.scrub(&err.to_string())
+                ),
+            )
+        })?;
+    let row = row.ok_or_else(|| {
+        Error::input(
+            Location::source(&database.shown),
+            "alembic_version is empty: the database was never migrated (`airflow db migrate`)",
+        )
+    })?;
+    row.try_get::<String, _>("version_num")
+        .map_err(|err| database.error(&err))
+}
+
+async fn columns(
+    connection: &mut AnyConnection,
+    database: &Database,
+) -> Result<BTreeSet<(String, String)>> {
+    let sql = match database.dialect {
+        Dialect::Sqlite => include_str!("../../queries/airflow/sqlite/columns.sql"),
+        Dialect::Postgres => include_str!("../../queries/airflow/postgres/columns.sql"),
+        Dialect::Mysql => include_str!("../../queries/airflow/mysql/columns.sql"),
+    };
+    let rows = sqlx::query(sql)
+        .fetch_all(&mut *connection)
+        .await
+        .map_err(|err| database.error(&err))?;
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<String, _>("table_name")
+                    .map_err(|err| database.error(&err))?,
+                row.try_get::<String, _>("column_name")
+                    .map_err(|err| database.error(&err))?,
+            ))
+        })
+        .collect()
+}
+
+/// The Airflow major version of a schema: known revisions by name, others by their columns
+/// (with a warning naming the revision).
+fn major_version(
+    version: &str,
+    columns: &BTreeSet<(String, String)>,
+    database: &Database,
+) -> Result<(u8, Vec<String>)> {
+    let has =
+        |(table, column): &(&str, &str)| columns.contains(&(table.to_string(), column.to_string()));
+    let mut warnings = Vec::new();
+    let major = match KNOWN_VERSIONS
+        .iter()
+        .find(|(revision, _, _)| *revision == version)
+    {
+        Some((_, _, major)) => *major,
+        None if REQUIRED_3.iter().all(has) => 3,
+        None if REQUIRED_2.iter().all(has) => 2,
+        None => 0,
+    };
+    if major != 0
+        && !KNOWN_VERSIONS
+            .iter()
+            .any(|(revision, _, _)| *revision == version)
+    {
+        warnings.push(format!(
+            "{}: schema revision {version} is not one onceonly was checked against ({}); its tables look like Airflow {major}.x and are read as such",
+            database.shown,
+            KNOWN_VERSIONS.iter().map(|(revision, airflow, _)| format!("{revision} = {airflow}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let specific: &[(&str, &str)] = if major == 2 { &REQUIRED_2 } else { &REQUIRED_3 };
+    let missing: Vec<String> = REQUIRED_COMMON
+        .iter()
+        .chain(specific)
+        .filter(|needed| !has(needed))
+        .map(|(table, column)| format!("{table}.{column}"))
+        .collect();
+    if major == 0 || !missing.is_empty() {
+        return Err(Error::input(
+            Location::source(&database.shown),
+            format!(
+                "Airflow schema revision {version} lacks what onceonly reads: {} (supported: Airflow 2.10 and 3.x)",
+                if missing.is_empty() {
+                    "dag_run.execution_date or dag_run.logical_date".to_string()
+                } else {
+                    missing.join(", ")
+                }
+            ),
+        ));
+    }
+    Ok((major, warnings))
+}
+
+/// Typed builders, one per canonical attempts column.
+enum Builder {
+    Text(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+    Time(Vec<Option<i64>>),
+}
+
+async fn stream_attempts(
+    connection: &mut AnyConnection,
+    database: &Database,
+    sql: &'static str,
+    filter: &Filter,
+) -> Result<DataFrame> {
+    let (since, until) = database.dialect.window_bounds(filter.since, filter.until);
+    let dag_like = filter
+        .dag
+        .as_deref()
+        .map(like_pattern)
+        .unwrap_or_else(|| "%".to_string());
+    let mut builders: Vec<Builder> = ATTEMPTS
+        .iter()
+        .map(|spec| match spec.kind {
+            Kind::Text => Builder::Text(Vec::new()),
+            Kind::Int => Builder::Int(Vec::new()),
+            Kind::Time => Builder::Time(Vec::new()),
+        })
+        .collect();
+    let mut rows = sqlx::query(sql)
+        .bind(since)
+        .bind(until)
+        .bind(dag_like)
+        .fetch(&mut *connection);
+    let mut number = 0usize;
+    while let Some(row) = rows.try_next().await.map_err(|err| database.error(&err))? {
+        number += 1;
+        push_row(&row, number, &mut builders, database)?;
+    }
+    let columns = ATTEMPTS
+        .iter()
+        .zip(builders)
+        .map(|(spec, builder)| match builder {
+            Builder::Text(values) => Column::new(spec.name.into(), values),
+            Builder::Int(values) => Column::new(spec.name.into(), values),
+            Builder::Time(values) => {
+                Int64Chunked::from_iter_options(spec.name.into(), values.into_iter())
+                    .into_datetime(TIME_UNIT, None)
+                    .into_column()
+            }
+        })
+        .collect();
+    DataFrame::new_infer_height(columns).engine("assembling attempts")
+}
+
+fn push_row(
+    row: &AnyRow,
+    number: usize,
+    builders: &mut [Builder],
+    database: &Database,
+) -> Result<()> {
+    let at = |column: &str| Location::source(&database.shown).row(number).column(column);
+    for (spec, builder) in ATTEMPTS.iter().zip(builders.iter_mut()) {
+        let required = |present: bool| {
+            if present || spec.nullable {
+                Ok(())
+            } else {
+                Err(Error::input(
+                    at(spec.name),
+                    format!("`{}` is NULL", spec.name),
+                ))
+            }
+        };
+        match builder {
+            Builder::Text(values) if spec.name == "conf" => {
+                values.push(conf(row, &at)?);
+            }
+            Builder::Text(values) => {
+                let value: Option<String> = row
+                    .try_get(spec.name)
+                    .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
+                required(value.is_some())?;
+                values.push(value);
+            }
+            Builder::Int(values) => {
+                let value: Option<i64> = row
+                    .try_get(spec.name)
+                    .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
+                required(value.is_some())?;
+                values.push(value);
+            }
+            Builder::Time(values) => {
+                let text: Option<String> = row
+                    .try_get(spec.name)
+                    .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
+                let value = match text.as_deref() {
+                    None | Some("") => None,
+                    Some(text) => Some(timestamp::parse(text).ok_or_else(|| {
+                        Error::input(at(spec.name), format!("{text:?} is not a timestamp"))
+                    })?),
+                };
+                required(value.is_some())?;
+                values.push(value);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The run's conf as JSON text: 3.x stores JSON, 2.x a pickle that is decoded here.
+fn conf(row: &AnyRow, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
+    if row.try_column("conf_pickle").is_ok() {
+        let hex: Option<String> = row
+            .try_get("conf_pickle")
+            .map_err(|err| Error::input(at("conf"), err.to_string()))?;
+        let Some(hex) = hex.filter(|hex| !hex.is_empty()) else {
+            return Ok(None);
+        };
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(|| Error::input(at("conf"), "the pickled conf is not valid hex"))?;
+        let value = pickle::to_json(&bytes).map_err(|message| {
+            Error::input(
+                at("conf"),
+                format!("cannot decode the pickled conf: {message}"),
+            )
+        })?;
+        return Ok(Some(value.to_string()));
+    }
+    row.try_get("conf")
+        .map_err(|err| Error::input(at("conf"), err.to_string()))
+}
+
+/// A glob as a SQL LIKE pattern with `\` as the escape character.
+pub fn like_pattern(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len());
+    for ch in glob.chars() {
+        match ch {
+            '*' => out.push('%'),
+            '?' => out.push('_'),
+            '%' | '_' | '\\' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            ch => out.push(ch),
+        }
+    }
+    out
+}
