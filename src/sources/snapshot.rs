@@ -481,3 +481,77 @@ fn parquet_column(
     }
     Ok(converted)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_parquet(df: &mut DataFrame) -> tempfile::NamedTempFile {
+        let file = tempfile::Builder::new()
+            .suffix(".parquet")
+            .tempfile()
+            .unwrap();
+        ParquetWriter::new(std::fs::File::create(file.path()).unwrap())
+            .finish(df)
+            .unwrap();
+        file
+    }
+
+    #[test]
+    fn parquet_with_canonical_and_text_typed_columns() {
+        // created_at as text and a zone-aware column must both arrive as UTC microseconds.
+        let mut df = df! {
+            "external_id" => ["exp_1", "exp_2"],
+            "created_at" => ["2026-11-01T12:00:00+02:00", "1793527200"],
+            "status" => ["live", "cancelled"],
+            "interval_start" => [Some(1_793_527_200_000i64), None],
+        }
+        .unwrap();
+        df.apply("interval_start", |column| {
+            column
+                .cast(&DataType::Datetime(TimeUnit::Milliseconds, None))
+                .unwrap()
+        })
+        .unwrap();
+        let file = write_parquet(&mut df);
+        let provider = read(file.path(), Table::Provider, &Mapping::default()).unwrap();
+        assert_eq!(provider.schema().as_ref(), &Table::Provider.schema());
+        let created: Vec<Option<i64>> = crate::cells::ints(&provider, "created_at").unwrap();
+        assert_eq!(
+            created,
+            vec![Some(1_793_527_200_000_000), Some(1_793_527_200_000_000)]
+        );
+        let start = crate::cells::ints(&provider, "interval_start").unwrap();
+        assert_eq!(start, vec![Some(1_793_527_200_000_000), None]);
+    }
+
+    #[test]
+    fn parquet_wrong_type_and_bad_text_are_named() {
+        let mut df = df! {
+            "external_id" => ["exp_1"],
+            "created_at" => [true],
+            "status" => ["live"],
+        }
+        .unwrap();
+        let file = write_parquet(&mut df);
+        let message = read(file.path(), Table::Provider, &Mapping::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("column `created_at`") && message.contains("timestamp"),
+            "{message}"
+        );
+
+        let mut df = df! {
+            "external_id" => ["exp_1", "exp_2"],
+            "created_at" => ["2026-11-01T00:00:00Z", "noon"],
+            "status" => ["live", "live"],
+        }
+        .unwrap();
+        let file = write_parquet(&mut df);
+        let message = read(file.path(), Table::Provider, &Mapping::default())
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("row 2, column `created_at`"), "{message}");
+    }
+}
