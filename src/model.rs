@@ -169,6 +169,15 @@ pub const PROVIDER: &[ColumnSpec] = &[
 /// The journal phases every journal is mapped onto.
 pub const PHASES: [&str; 4] = ["intent", "committed", "failed", "reconciled"];
 
+/// Whether a phase says the operation's outcome is known: a committed row, or a reconciled
+/// one (a later check found the object).
+pub fn is_done(phase: Expr) -> Expr {
+    phase.is_in(
+        lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false),
+        false,
+    )
+}
+
 /// An empty frame with a table's schema, for a source that legitimately has no rows.
 pub fn empty(table: Table) -> DataFrame {
     DataFrame::empty_with_schema(&table.schema())

@@ -356,11 +356,7 @@ fn attribute_objects(
                 .sort(Default::default())
                 .first()
                 .alias("named_key"),
-            col("phase")
-                .is_in(
-                    lit(Series::new("p".into(), ["committed", "reconciled"])).implode(false),
-                    false,
-                )
+            crate::model::is_done(col("phase"))
                 .any(true)
                 .alias("committed"),
         ])

@@ -30,7 +30,6 @@ pub const VERDICTS: [&str; 7] = [
 /// to and its verdict.
 pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let on: Vec<Expr> = TRY.iter().map(|name| col(*name)).collect();
-    let done = lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false);
     let journal = prepared
         .journal()
         .sort(["recorded_at"], Default::default())
@@ -44,7 +43,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
                 .any(true)
                 .alias("has_reconciled"),
             col("external_id")
-                .filter(col("phase").is_in(done, false))
+                .filter(crate::model::is_done(col("phase")))
                 .drop_nulls()
                 .first()
                 .alias("committed_id"),

@@ -37,13 +37,7 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .group_by([col("op_key")])
         .agg([
             col("phase").eq(lit("intent")).any(true).alias("intent"),
-            col("phase")
-                .is_in(
-                    lit(Series::new("p".into(), ["committed", "reconciled"])).implode(false),
-                    false,
-                )
-                .any(true)
-                .alias("done"),
+            crate::model::is_done(col("phase")).any(true).alias("done"),
             col("recorded_at")
                 .filter(col("phase").eq(lit("intent")))
                 .min()

@@ -38,14 +38,7 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
         .select([col("external_id"), col("status").alias("provider_status")]);
     let missing = prepared
         .journal()
-        .filter(
-            col("phase")
-                .is_in(
-                    lit(Series::new("p".into(), ["committed", "reconciled"])).implode(false),
-                    false,
-                )
-                .and(col("external_id").is_not_null()),
-        )
+        .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
         .filter(prepared.window.contains())
         .join(
             live,

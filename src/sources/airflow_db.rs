@@ -13,9 +13,10 @@ use sqlx::any::{AnyConnectOptions, AnyRow};
 use sqlx::{AnyConnection, ConnectOptions, Connection, Row};
 
 use crate::error::{EngineContext, Error, Location, Result};
-use crate::model::{ATTEMPTS, Kind, TIME_UNIT};
+use crate::model::ATTEMPTS;
 use crate::sources::database::{Database, Dialect};
 use crate::sources::pickle;
+use crate::sources::snapshot::Values;
 use crate::timestamp;
 
 /// Alembic revisions onceonly was checked against, with the Airflow version they belong to.
@@ -67,7 +68,7 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
     let mut connection = connect(database).await?;
     let version = schema_version(&mut connection, database).await?;
     let columns = columns(&mut connection, database).await?;
-    let (major, mut warnings) = major_version(&version, &columns, database)?;
+    let (major, warnings) = major_version(&version, &columns, database)?;
     let sql = match (database.dialect, major) {
         (Dialect::Sqlite, 2) => include_str!("../../queries/airflow/2/sqlite/attempts.sql"),
         (Dialect::Sqlite, _) => include_str!("../../queries/airflow/3/sqlite/attempts.sql"),
@@ -82,9 +83,6 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
     };
     let attempts = stream_attempts(&mut connection, database, sql, filter).await?;
     let _ = connection.close().await;
-    if major == 2 && !columns.contains(&("dag_run".into(), "execution_date".into())) {
-        warnings.push("dag_run has no execution_date".into());
-    }
     Ok(AirflowRead {
         attempts,
         version,
@@ -216,13 +214,6 @@ fn major_version(
     Ok((major, warnings))
 }
 
-/// Typed builders, one per canonical attempts column.
-enum Builder {
-    Text(Vec<Option<String>>),
-    Int(Vec<Option<i64>>),
-    Time(Vec<Option<i64>>),
-}
-
 async fn stream_attempts(
     connection: &mut AnyConnection,
     database: &Database,
@@ -235,14 +226,7 @@ async fn stream_attempts(
         .as_deref()
         .map(like_pattern)
         .unwrap_or_else(|| "%".to_string());
-    let mut builders: Vec<Builder> = ATTEMPTS
-        .iter()
-        .map(|spec| match spec.kind {
-            Kind::Text => Builder::Text(Vec::new()),
-            Kind::Int => Builder::Int(Vec::new()),
-            Kind::Time => Builder::Time(Vec::new()),
-        })
-        .collect();
+    let mut builders: Vec<Values> = ATTEMPTS.iter().map(|spec| Values::new(spec.kind)).collect();
     let mut rows = sqlx::query(sql)
         .bind(since)
         .bind(until)
@@ -256,15 +240,7 @@ async fn stream_attempts(
     let columns = ATTEMPTS
         .iter()
         .zip(builders)
-        .map(|(spec, builder)| match builder {
-            Builder::Text(values) => Column::new(spec.name.into(), values),
-            Builder::Int(values) => Column::new(spec.name.into(), values),
-            Builder::Time(values) => {
-                Int64Chunked::from_iter_options(spec.name.into(), values.into_iter())
-                    .into_datetime(TIME_UNIT, None)
-                    .into_column()
-            }
-        })
+        .map(|(spec, values)| values.into_column(spec.name))
         .collect();
     DataFrame::new_infer_height(columns).engine("assembling attempts")
 }
@@ -272,7 +248,7 @@ async fn stream_attempts(
 fn push_row(
     row: &AnyRow,
     number: usize,
-    builders: &mut [Builder],
+    builders: &mut [Values],
     database: &Database,
 ) -> Result<()> {
     let at = |column: &str| Location::source(&database.shown).row(number).column(column);
@@ -288,24 +264,24 @@ fn push_row(
             }
         };
         match builder {
-            Builder::Text(values) if spec.name == "conf" => {
+            Values::Text(values) if spec.name == "conf" => {
                 values.push(conf(row, &at)?);
             }
-            Builder::Text(values) => {
+            Values::Text(values) => {
                 let value: Option<String> = row
                     .try_get(spec.name)
                     .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
                 required(value.is_some())?;
                 values.push(value);
             }
-            Builder::Int(values) => {
+            Values::Int(values) => {
                 let value: Option<i64> = row
                     .try_get(spec.name)
                     .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
                 required(value.is_some())?;
                 values.push(value);
             }
-            Builder::Time(values) => {
+            Values::Time(values) => {
                 let text: Option<String> = row
                     .try_get(spec.name)
                     .map_err(|err| Error::input(at(spec.name), err.to_string()))?;

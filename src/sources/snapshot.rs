@@ -61,15 +61,16 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
     }
 }
 
-/// Typed values of one canonical column as they are read.
-enum Values {
+/// Typed values of one canonical column as they are read (shared by every source that
+/// builds a table row by row).
+pub(crate) enum Values {
     Text(Vec<Option<String>>),
     Int(Vec<Option<i64>>),
     Time(Vec<Option<i64>>),
 }
 
 impl Values {
-    fn new(kind: Kind) -> Values {
+    pub(crate) fn new(kind: Kind) -> Values {
         match kind {
             Kind::Text => Values::Text(Vec::new()),
             Kind::Int => Values::Int(Vec::new()),
@@ -77,7 +78,7 @@ impl Values {
         }
     }
 
-    fn into_column(self, name: &str) -> Column {
+    pub(crate) fn into_column(self, name: &str) -> Column {
         match self {
             Values::Text(values) => Column::new(name.into(), values),
             Values::Int(values) => Column::new(name.into(), values),
