@@ -1,5 +1,6 @@
 //! Sources: everything that reads outside data into the canonical tables.
 
+pub mod airflow_api;
 pub mod airflow_db;
 pub mod database;
 mod pickle;
