@@ -400,11 +400,12 @@ fn attribute_objects(
             col("interval").first(),
         ]);
     let journaled = all_journal
+        .clone()
         .select([col("op_key").alias("key")])
         .unique(None, UniqueKeepStrategy::Any)
         .with_column(lit(true).alias("key_journaled"));
 
-    provider
+    let objects = provider
         .clone()
         .lazy()
         .rename(
@@ -451,10 +452,86 @@ fn attribute_objects(
         )
         .with_column(key_ttl(config))
         .drop(cols(["named_key"]))
+        .collect()
+        .engine("attributing provider objects")?;
+    with_creators(objects, all_journal)
+}
+
+/// The try that created each object: the last try that wrote an intent under the object's key
+/// before the object appeared (one second of slack for providers that round to the second),
+/// else the try whose committed row names it. `by_run_id`, `by_try_number`, `by_map_index`
+/// are NULL where neither is known.
+fn with_creators(objects: DataFrame, all_journal: LazyFrame) -> Result<DataFrame> {
+    let objects = objects.lazy();
+    let by_intent = objects
+        .clone()
+        .select([col("external_id"), col("key"), col("created_at")])
+        .join(
+            all_journal
+                .clone()
+                .filter(col("phase").eq(lit("intent")))
+                .select([
+                    col("op_key").alias("key"),
+                    col("run_id"),
+                    col("try_number"),
+                    col("map_index"),
+                    col("recorded_at"),
+                ]),
+            [col("key")],
+            [col("key")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .filter(
+            col("recorded_at")
+                .cast(DataType::Int64)
+                .lt_eq(col("created_at").cast(DataType::Int64) + lit(1_000_000i64)),
+        )
+        .sort(["recorded_at", "try_number"], Default::default())
+        .group_by([col("external_id")])
+        .agg([
+            col("run_id").last().alias("intent_run_id"),
+            col("try_number").last().alias("intent_try_number"),
+            col("map_index").last().alias("intent_map_index"),
+        ]);
+    let by_commit = all_journal
+        .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
+        .sort(["recorded_at", "try_number"], Default::default())
+        .group_by([col("external_id")])
+        .agg([
+            col("run_id").first().alias("commit_run_id"),
+            col("try_number").first().alias("commit_try_number"),
+            col("map_index").first().alias("commit_map_index"),
+        ]);
+    objects
+        .join(
+            by_intent,
+            [col("external_id")],
+            [col("external_id")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .join(
+            by_commit,
+            [col("external_id")],
+            [col("external_id")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .with_columns([
+            coalesce(&[col("intent_run_id"), col("commit_run_id")]).alias("by_run_id"),
+            coalesce(&[col("intent_try_number"), col("commit_try_number")]).alias("by_try_number"),
+            coalesce(&[col("intent_map_index"), col("commit_map_index")]).alias("by_map_index"),
+        ])
+        .drop(cols([
+            "intent_run_id",
+            "intent_try_number",
+            "intent_map_index",
+            "commit_run_id",
+            "commit_try_number",
+            "commit_map_index",
+        ]))
         .sort(
             crate::model::Table::Provider.sort_key().to_vec(),
             Default::default(),
         )
         .collect()
-        .engine("attributing provider objects")
+        .engine("finding which try created each object")
 }

@@ -14,6 +14,10 @@ pub struct ObjectRows {
     pub dag_id: Vec<Option<String>>,
     pub operation: Vec<Option<String>>,
     pub interval: Vec<Option<String>>,
+    /// The try that created the object, where the journal tells.
+    pub by_run_id: Vec<Option<String>>,
+    pub by_try_number: Vec<Option<i64>>,
+    pub by_map_index: Vec<Option<i64>>,
 }
 
 impl ObjectRows {
@@ -25,7 +29,20 @@ impl ObjectRows {
             dag_id: texts(df, "dag_id")?,
             operation: texts(df, "operation")?,
             interval: texts(df, "interval")?,
+            by_run_id: texts(df, "by_run_id")?,
+            by_try_number: ints(df, "by_try_number")?,
+            by_map_index: ints(df, "by_map_index")?,
         })
+    }
+
+    /// The creating try as evidence lists it, where known.
+    pub fn creator(&self, row: usize) -> Option<String> {
+        let run_id = self.by_run_id[row].as_deref()?;
+        Some(super::try_ref(
+            run_id,
+            self.by_try_number[row],
+            self.by_map_index[row],
+        ))
     }
 
     pub fn id(&self, row: usize) -> &str {
@@ -49,6 +66,11 @@ impl ObjectRows {
     pub fn evidence(&self, rows: &[usize]) -> Evidence {
         Evidence {
             external_ids: rows.iter().map(|row| self.id(*row).to_string()).collect(),
+            run_ids: rows
+                .iter()
+                .filter_map(|row| self.by_run_id[*row].clone())
+                .collect(),
+            tries: rows.iter().filter_map(|row| self.creator(*row)).collect(),
             keys: rows
                 .iter()
                 .filter_map(|row| self.key[*row].clone())
@@ -56,14 +78,17 @@ impl ObjectRows {
             times: rows
                 .iter()
                 .map(|row| {
+                    let by = self
+                        .creator(*row)
+                        .map(|by| format!(" by {by}"))
+                        .unwrap_or_default();
                     format!(
-                        "{} created={}",
+                        "{} created={}{by}",
                         self.id(*row),
                         timestamp::format_opt(self.created_at[*row])
                     )
                 })
                 .collect(),
-            ..Evidence::default()
         }
         .normalized()
     }
