@@ -3,5 +3,6 @@
 mod airflow;
 mod bad_input;
 mod cli;
+mod postgres;
 mod rules;
 mod scenario;

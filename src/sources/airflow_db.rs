@@ -90,7 +90,7 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
     })
 }
 
-pub(crate) async fn connect(database: &Database) -> Result<AnyConnection> {
+pub async fn connect(database: &Database) -> Result<AnyConnection> {
     sqlx::any::install_default_drivers();
     let options: AnyConnectOptions = database.url.parse().map_err(|err: sqlx::Error| {
         Error::input(

@@ -1,0 +1,255 @@
+//! The attempts reader against a real PostgreSQL server whose Airflow schema was created by the
+//! real `airflow db migrate` and filled by the real scheduler (`.ci/postgres.sh` sets it up and
+//! exports ONCEONLY_TEST_PG_URL, ONCEONLY_TEST_PG_PASSWORD and ONCEONLY_TEST_PG_OUT).
+
+use std::collections::BTreeMap;
+
+use onceonly::sources::airflow_db::{self, Filter};
+use onceonly::sources::database::Database;
+use polars::prelude::*;
+
+use crate::scenario::{Scenario, fixtures, stderr};
+
+struct Server {
+    url: String,
+    password: String,
+    out: std::path::PathBuf,
+}
+
+/// The server `.ci/postgres.sh` started; None (with a note) outside CI when none was set up.
+fn server() -> Option<Server> {
+    match (
+        std::env::var("ONCEONLY_TEST_PG_URL"),
+        std::env::var("ONCEONLY_TEST_PG_PASSWORD"),
+        std::env::var("ONCEONLY_TEST_PG_OUT"),
+    ) {
+        (Ok(url), Ok(password), Ok(out)) => Some(Server {
+            url,
+            password,
+            out: out.into(),
+        }),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI must run the PostgreSQL tests: source .ci/postgres.sh first")
+        }
+        _ => {
+            eprintln!("PostgreSQL tests not run: no server (source .ci/postgres.sh to start one)");
+            None
+        }
+    }
+}
+
+/// The PostgreSQL run's own journal and provider snapshots with a config reading `url`.
+fn scenario(server: &Server, url: &str) -> Scenario {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    for name in ["journal.csv", "provider.ndjson", "expected.json"] {
+        std::fs::copy(server.out.join(name), scenario.path(name)).unwrap();
+    }
+    scenario.edit(
+        "onceonly.toml",
+        "url = \"sqlite:///airflow.db\"",
+        &format!("url = \"{url}\"\npassword_env = \"ONCEONLY_TEST_PG_PASSWORD\""),
+    );
+    scenario
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn audit_of_airflow_on_postgres_matches_what_happened() {
+    let Some(server) = server() else { return };
+    let scenario = scenario(&server, &server.url);
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&scenario.read("expected.json")).unwrap();
+    let by_rule: BTreeMap<String, u64> =
+        serde_json::from_value(report["summary"]["by_rule"].clone()).unwrap();
+    let wanted: BTreeMap<String, u64> =
+        serde_json::from_value(expected["findings_by_code"].clone()).unwrap();
+    assert_eq!(by_rule, wanted);
+    assert_eq!(report["coverage"]["tries"], expected["counts"]["tries"]);
+    assert_eq!(
+        report["coverage"]["interval_basis"],
+        serde_json::json!({"logical_date": 16, "run_after": 1})
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !text.contains(&server.password),
+        "the password reached the report"
+    );
+    assert!(
+        text.contains("postgres://airflow:***@127.0.0.1"),
+        "the report names the source"
+    );
+}
+
+/// Attempts without what differs between two runs of one scenario: times, pids and hosts;
+/// dates become days after the scenario's first interval (the generator starts three days
+/// before the day it runs), and the manual run's trigger time leaves its run id and conf.
+fn comparable(attempts: &DataFrame) -> Vec<String> {
+    let text = |name: &str| -> Vec<Option<String>> {
+        let column = attempts
+            .column(name)
+            .unwrap()
+            .cast(&DataType::String)
+            .unwrap();
+        column
+            .str()
+            .unwrap()
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect()
+    };
+    let day = |value: &str| {
+        chrono::NaiveDate::parse_from_str(value.get(..10).unwrap_or(""), "%Y-%m-%d").ok()
+    };
+    let first_day = text("interval_start")
+        .iter()
+        .flatten()
+        .filter_map(|v| day(v))
+        .min()
+        .expect("some interval");
+    let relative = |value: &str| match day(value) {
+        Some(date) => format!("day+{}", (date - first_day).num_days()),
+        None => value.to_string(),
+    };
+    let names = [
+        "dag_id",
+        "task_id",
+        "map_index",
+        "run_id",
+        "run_type",
+        "try_number",
+        "state",
+        "interval_start",
+        "interval_end",
+        "logical_date",
+        "clear_number",
+        "conf",
+    ];
+    let columns: Vec<Vec<Option<String>>> = names.iter().map(|name| text(name)).collect();
+    let mut rows: Vec<String> = (0..attempts.height())
+        .map(|row| {
+            names
+                .iter()
+                .zip(&columns)
+                .map(|(name, values)| {
+                    let value = values[row].clone().unwrap_or_else(|| "NULL".into());
+                    match *name {
+                        "run_id" => match value.split_once("__") {
+                            Some(("manual", _)) => "manual__<trigger time>".to_string(),
+                            Some((kind, date)) => format!("{kind}__{}", relative(date)),
+                            None => value,
+                        },
+                        "conf" => {
+                            let conf: serde_json::Value =
+                                serde_json::from_str(&value).unwrap_or_default();
+                            let keys: Vec<&String> = conf
+                                .as_object()
+                                .map(|o| o.keys().collect())
+                                .unwrap_or_default();
+                            format!("{keys:?}")
+                        }
+                        "interval_start" | "interval_end" | "logical_date" => relative(&value),
+                        _ => value,
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn postgres_and_sqlite_give_the_same_attempts_for_the_same_scenario() {
+    let Some(server) = server() else { return };
+    let password = Some(server.password.clone());
+    let postgres = Database::parse(&server.url, std::path::Path::new("/"), password).unwrap();
+    let from_postgres = runtime()
+        .block_on(airflow_db::read(&postgres, &Filter::default()))
+        .unwrap();
+    let sqlite_path = fixtures().join("airflow/out/airflow-3.3.2/airflow.db");
+    let sqlite = Database::parse(
+        &format!("sqlite:///{}", sqlite_path.display()),
+        std::path::Path::new("/"),
+        None,
+    )
+    .unwrap();
+    let from_sqlite = runtime()
+        .block_on(airflow_db::read(&sqlite, &Filter::default()))
+        .unwrap();
+    assert_eq!(from_postgres.version, from_sqlite.version);
+    assert_eq!(
+        from_postgres.attempts.schema(),
+        from_sqlite.attempts.schema()
+    );
+    let postgres_rows = comparable(&from_postgres.attempts);
+    assert_eq!(postgres_rows.len(), 26);
+    assert_eq!(postgres_rows, comparable(&from_sqlite.attempts));
+}
+
+#[test]
+fn postgres_sessions_cannot_write() {
+    let Some(server) = server() else { return };
+    let database = Database::parse(
+        &server.url,
+        std::path::Path::new("/"),
+        Some(server.password.clone()),
+    )
+    .unwrap();
+    let error = runtime().block_on(async {
+        let mut connection = airflow_db::connect(&database).await.unwrap();
+        sqlx::query("CREATE TABLE onceonly_was_here (id int)")
+            .execute(&mut connection)
+            .await
+            .unwrap_err()
+    });
+    assert!(
+        error.to_string().contains("read-only transaction"),
+        "{error}"
+    );
+}
+
+#[test]
+fn wrong_password_and_unreachable_server_exit_two_without_secrets() {
+    let Some(server) = server() else { return };
+    let wrong = scenario(&server, &server.url);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_onceonly"))
+        .args(["audit", "--config", wrong.config().to_str().unwrap()])
+        .env("ONCEONLY_TEST_PG_PASSWORD", "canary-wrong-password-7731")
+        .output()
+        .unwrap();
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("postgres://airflow:***@127.0.0.1"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("canary-wrong-password-7731") && !message.contains(&server.password),
+        "{message}"
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let unreachable = scenario(
+        &server,
+        &format!("postgresql+psycopg2://airflow@127.0.0.1:{port}/airflow"),
+    );
+    let output = unreachable.audit(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("cannot connect"),
+        "{}",
+        stderr(&output)
+    );
+}
