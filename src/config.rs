@@ -11,6 +11,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::keys::KeyTemplate;
 use crate::model::{JOURNAL, PHASES};
+use crate::sources::airflow_api::{AirflowApi, ApiVersion};
 use crate::sources::database::Database;
 use crate::timestamp;
 
@@ -30,14 +31,29 @@ struct RawSource {
     snapshot: Option<PathBuf>,
     /// A database URL, sqlx's or Airflow's `sql_alchemy_conn` form.
     url: Option<String>,
-    /// The environment variable holding the database password (kept out of the file).
+    /// The environment variable holding the database or API password (kept out of the file).
     password_env: Option<String>,
+    /// The Airflow REST API's base URL (`http://host:8080`), instead of the database.
+    api: Option<String>,
+    /// `v1` (Airflow 2) or `v2` (Airflow 3); detected from `/api/v*/version` when absent.
+    api_version: Option<String>,
+    /// The API user (basic auth on v1, `POST /auth/token` on v2).
+    username: Option<String>,
+    /// The environment variable holding a JWT for `/api/v2`, instead of a password.
+    token_env: Option<String>,
+    /// Entries per API page (`limit`), at most 100.
+    page_size: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawJournal {
-    snapshot: PathBuf,
+    snapshot: Option<PathBuf>,
+    /// A database URL holding the journal table (sqlx or SQLAlchemy form).
+    url: Option<String>,
+    /// The journal table, with `url`.
+    table: Option<String>,
+    password_env: Option<String>,
     #[serde(default)]
     columns: BTreeMap<String, String>,
     phases: Option<BTreeMap<String, Vec<String>>>,
@@ -90,6 +106,8 @@ pub enum Source {
     Snapshot(PathBuf),
     /// Airflow's metadata database.
     Database(Database),
+    /// Airflow's REST API.
+    Api(AirflowApi),
 }
 
 impl Source {
@@ -98,6 +116,7 @@ impl Source {
         match self {
             Source::Snapshot(path) => format!("snapshot {}", path.display()),
             Source::Database(database) => database.shown.clone(),
+            Source::Api(api) => api.shown.clone(),
         }
     }
 }
@@ -105,6 +124,8 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct JournalSettings {
     pub source: Source,
+    /// The journal table, for a database source.
+    pub table: Option<String>,
     /// canonical column name -> the journal's own column name.
     pub columns: BTreeMap<String, String>,
     /// the journal's own phase value -> canonical phase.
@@ -272,27 +293,100 @@ impl Config {
             });
         }
 
-        let attempts = match (airflow.snapshot, airflow.url) {
-            (Some(snapshot), None) => Source::Snapshot(base.join(snapshot)),
-            (None, Some(url)) => {
-                let password = match &airflow.password_env {
-                    None => None,
-                    Some(name) => Some(std::env::var(name).map_err(|_| {
-                        at.error(
-                            "password_env",
-                            format!("[airflow] password_env names {name}, which is not set"),
-                        )
-                    })?),
-                };
+        let env = |key: &str, name: &Option<String>| -> Result<Option<String>> {
+            match name {
+                None => Ok(None),
+                Some(name) => std::env::var(name).map(Some).map_err(|_| {
+                    at.error(
+                        key,
+                        format!("[airflow] {key} names {name}, which is not set"),
+                    )
+                }),
+            }
+        };
+        if airflow.api.is_none() {
+            for (key, given) in [
+                ("api_version", airflow.api_version.is_some()),
+                ("username", airflow.username.is_some()),
+                ("token_env", airflow.token_env.is_some()),
+                ("page_size", airflow.page_size.is_some()),
+            ] {
+                if given {
+                    return Err(at.error(
+                        key,
+                        format!("[airflow] `{key}` applies to the REST API: it needs `api`"),
+                    ));
+                }
+            }
+        }
+        let attempts = match (airflow.snapshot, airflow.url, airflow.api) {
+            (Some(snapshot), None, None) => Source::Snapshot(base.join(snapshot)),
+            (None, Some(url), None) => {
+                let password = env("password_env", &airflow.password_env)?;
                 Source::Database(
                     Database::parse(&url, base, password)
                         .map_err(|message| at.error("url", format!("[airflow] url: {message}")))?,
                 )
             }
+            (None, None, Some(api)) => {
+                let version = match &airflow.api_version {
+                    None => None,
+                    Some(text) => Some(ApiVersion::parse(text).ok_or_else(|| {
+                        at.error(
+                            "api_version",
+                            format!("[airflow] api_version = {text:?}: use \"v1\" (Airflow 2) or \"v2\" (Airflow 3)"),
+                        )
+                    })?),
+                };
+                let password = env("password_env", &airflow.password_env)?;
+                let token = env("token_env", &airflow.token_env)?;
+                Source::Api(
+                    AirflowApi::new(
+                        &api,
+                        version,
+                        airflow.username,
+                        password,
+                        token,
+                        airflow.page_size,
+                    )
+                    .map_err(|message| at.error("api", format!("[airflow] api: {message}")))?,
+                )
+            }
             _ => {
                 return Err(Error::config(
                     &shown,
-                    "[airflow] needs exactly one of `snapshot` (a file) or `url` (the metadata database)",
+                    "[airflow] needs exactly one of `snapshot` (a file), `url` (the metadata database) or `api` (the REST API)",
+                ));
+            }
+        };
+
+        let journal_source = match (journal.snapshot, &journal.url, &journal.table) {
+            (Some(snapshot), None, None) => Source::Snapshot(base.join(snapshot)),
+            (None, Some(url), Some(_)) => {
+                let password = match &journal.password_env {
+                    None => None,
+                    Some(name) => Some(std::env::var(name).map_err(|_| {
+                        at.error(
+                            "password_env",
+                            format!("[journal] password_env names {name}, which is not set"),
+                        )
+                    })?),
+                };
+                Source::Database(
+                    Database::parse(url, base, password)
+                        .map_err(|message| at.error("url", format!("[journal] url: {message}")))?,
+                )
+            }
+            (None, Some(_), None) => {
+                return Err(at.error(
+                    "url",
+                    "[journal] url needs `table`, the journal table's name".into(),
+                ));
+            }
+            _ => {
+                return Err(Error::config(
+                    &shown,
+                    "[journal] needs exactly one of `snapshot` (a file) or `url` with `table` (a database)",
                 ));
             }
         };
@@ -301,7 +395,8 @@ impl Config {
             path: path.to_path_buf(),
             attempts,
             journal: JournalSettings {
-                source: Source::Snapshot(base.join(journal.snapshot)),
+                source: journal_source,
+                table: journal.table,
                 columns: journal.columns,
                 phases,
             },

@@ -41,7 +41,7 @@ fn server() -> Option<Server> {
 /// The PostgreSQL run's own journal and provider snapshots with a config reading `url`.
 fn scenario(server: &Server, url: &str) -> Scenario {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    for name in ["journal.csv", "provider.ndjson", "expected.json"] {
+    for name in ["journal.db", "provider.ndjson", "expected.json"] {
         std::fs::copy(server.out.join(name), scenario.path(name)).unwrap();
     }
     scenario.edit(
@@ -206,7 +206,7 @@ fn postgres_sessions_cannot_write() {
     )
     .unwrap();
     let error = runtime().block_on(async {
-        let mut connection = airflow_db::connect(&database).await.unwrap();
+        let mut connection = database.connect().await.unwrap();
         sqlx::query("CREATE TABLE onceonly_was_here (id int)")
             .execute(&mut connection)
             .await
@@ -252,4 +252,78 @@ fn wrong_password_and_unreachable_server_exit_two_without_secrets() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn journal_in_postgres_with_the_recommended_table() {
+    let Some(server) = server() else { return };
+    let url = server.url.replace(
+        "postgresql+psycopg2://airflow@",
+        &format!("postgres://airflow:{}@", server.password),
+    );
+    let journal_db = format!(
+        "sqlite://{}?mode=ro",
+        server.out.join("journal.db").display()
+    );
+    runtime().block_on(async {
+        use sqlx::{Connection, Row};
+        let mut postgres = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql("DROP SCHEMA IF EXISTS ops CASCADE; CREATE SCHEMA ops; SET search_path = ops")
+            .execute(&mut postgres)
+            .await
+            .unwrap();
+        let ddl = include_str!("../queries/journal/ddl/postgres.sql");
+        sqlx::raw_sql(ddl).execute(&mut postgres).await.unwrap();
+        // The fixture DAG's history has two commits under scenario d's key (see journal.rs).
+        sqlx::raw_sql("DROP INDEX ops.onceonly_journal_one_commit").execute(&mut postgres).await.unwrap();
+        let mut sqlite = sqlx::SqliteConnection::connect(&journal_db).await.unwrap();
+        let rows = sqlx::query("SELECT * FROM export_journal").fetch_all(&mut sqlite).await.unwrap();
+        for row in &rows {
+            let phase = match row.get::<String, _>("phase").as_str() {
+                "STARTED" => "intent",
+                "DONE" => "committed",
+                _ => "failed",
+            };
+            sqlx::query(
+                "INSERT INTO ops.onceonly_journal (op_key, dag_id, task_id, map_index, run_id, try_number, phase, external_id, payload_hash, recorded_at, approval_id, approval_expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11, $12::timestamptz)",
+            )
+            .bind(row.get::<String, _>("op_key"))
+            .bind(row.get::<String, _>("dag_id"))
+            .bind(row.get::<String, _>("task_id"))
+            .bind(row.get::<i64, _>("map_index") as i32)
+            .bind(row.get::<String, _>("run_id"))
+            .bind(row.get::<i64, _>("try_number") as i32)
+            .bind(phase)
+            .bind(row.get::<Option<String>, _>("external_id"))
+            .bind(row.get::<Option<String>, _>("payload_sha256"))
+            .bind(row.get::<String, _>("recorded_at"))
+            .bind(row.get::<Option<String>, _>("approval_id"))
+            .bind(row.get::<Option<String>, _>("approval_expires_at"))
+            .execute(&mut postgres)
+            .await
+            .unwrap();
+        }
+    });
+    let scenario = scenario(&server, &server.url);
+    let config = scenario.read("onceonly.toml");
+    let (start, end) = (
+        config.find("[journal]").unwrap(),
+        config.find("[provider]").unwrap(),
+    );
+    let journal = format!(
+        "[journal]\nurl = \"{}\"\npassword_env = \"ONCEONLY_TEST_PG_PASSWORD\"\ntable = \"ops.onceonly_journal\"\n\n",
+        server.url
+    );
+    scenario.write(
+        "onceonly.toml",
+        &format!("{}{journal}{}", &config[..start], &config[end..]),
+    );
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&scenario.read("expected.json")).unwrap();
+    assert_eq!(report["summary"]["by_rule"], expected["findings_by_code"]);
+    assert_eq!(report["coverage"]["sources"][1]["rows"], 48);
 }

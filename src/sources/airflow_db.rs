@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 
 use futures_util::TryStreamExt;
 use polars::prelude::*;
-use sqlx::any::{AnyConnectOptions, AnyRow};
-use sqlx::{AnyConnection, ConnectOptions, Connection, Row};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Connection, Row};
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::ATTEMPTS;
@@ -65,7 +65,7 @@ const REQUIRED_2: [(&str, &str); 1] = [("dag_run", "execution_date")];
 const REQUIRED_3: [(&str, &str); 2] = [("dag_run", "logical_date"), ("dag_run", "run_after")];
 
 pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
-    let mut connection = connect(database).await?;
+    let mut connection = database.connect().await?;
     let version = schema_version(&mut connection, database).await?;
     let columns = columns(&mut connection, database).await?;
     let (major, warnings) = major_version(&version, &columns, database)?;
@@ -88,29 +88,6 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
         version,
         warnings,
     })
-}
-
-pub async fn connect(database: &Database) -> Result<AnyConnection> {
-    sqlx::any::install_default_drivers();
-    let options: AnyConnectOptions = database.url.parse().map_err(|err: sqlx::Error| {
-        Error::input(
-            Location::source(&database.shown),
-            database.scrub(&err.to_string()),
-        )
-    })?;
-    let mut connection = options.connect().await.map_err(|err| {
-        Error::input(
-            Location::source(&database.shown),
-            format!("cannot connect: {}", database.scrub(&err.to_string())),
-        )
-    })?;
-    if database.dialect == Dialect::Postgres {
-        sqlx::query("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-            .execute(&mut connection)
-            .await
-            .map_err(|err| database.error(&err))?;
-    }
-    Ok(connection)
 }
 
 async fn schema_version(connection: &mut AnyConnection, database: &Database) -> Result<String> {

@@ -4,6 +4,9 @@
 
 use std::path::Path;
 
+use sqlx::any::AnyConnectOptions;
+use sqlx::{AnyConnection, ConnectOptions};
+
 use crate::error::{Error, Location};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +149,39 @@ impl Database {
                 .replace(&self.url, &self.shown),
             None => message.to_string(),
         }
+    }
+
+    /// Opens a read-only connection: SQLite by `mode=ro` in the URL, PostgreSQL and MySQL by
+    /// making every transaction of the session read-only. Times are read in UTC.
+    pub async fn connect(&self) -> Result<AnyConnection, Error> {
+        sqlx::any::install_default_drivers();
+        let options: AnyConnectOptions = self.url.parse().map_err(|err: sqlx::Error| {
+            Error::input(Location::source(&self.shown), self.scrub(&err.to_string()))
+        })?;
+        let mut connection = options.connect().await.map_err(|err| {
+            Error::input(
+                Location::source(&self.shown),
+                format!("cannot connect: {}", self.scrub(&err.to_string())),
+            )
+        })?;
+        let session: &[&str] = match self.dialect {
+            Dialect::Sqlite => &[],
+            Dialect::Postgres => &[
+                "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",
+                "SET TIME ZONE 'UTC'",
+            ],
+            Dialect::Mysql => &[
+                "SET SESSION TRANSACTION READ ONLY",
+                "SET time_zone = '+00:00'",
+            ],
+        };
+        for statement in session {
+            sqlx::query(*statement)
+                .execute(&mut connection)
+                .await
+                .map_err(|err| self.error(&err))?;
+        }
+        Ok(connection)
     }
 
     pub fn error(&self, err: &sqlx::Error) -> Error {

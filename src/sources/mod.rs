@@ -3,6 +3,7 @@
 pub mod airflow_api;
 pub mod airflow_db;
 pub mod database;
+pub mod journal_db;
 mod pickle;
 pub mod snapshot;
 
@@ -36,12 +37,17 @@ pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
     let mut warnings = Vec::new();
     let mut read = |source: &Source, table: Table, mapping: &snapshot::Mapping| match source {
         Source::Snapshot(path) => snapshot::read(path, table, mapping),
+        Source::Database(database) if table == Table::Journal => {
+            let name = config.journal.table.as_deref().unwrap_or_default();
+            runtime()?.block_on(journal_db::read(database, name, mapping))
+        }
         Source::Database(database) => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|err| crate::error::Error::io("the async runtime", err))?;
-            let read = runtime.block_on(airflow_db::read(database, filter))?;
+            let read = runtime()?.block_on(airflow_db::read(database, filter))?;
+            warnings.extend(read.warnings);
+            Ok(read.attempts)
+        }
+        Source::Api(api) => {
+            let read = runtime()?.block_on(airflow_api::read(api, filter))?;
             warnings.extend(read.warnings);
             Ok(read.attempts)
         }
@@ -67,6 +73,13 @@ pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
         provider,
         warnings,
     })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| crate::error::Error::io("the async runtime", err))
 }
 
 /// How a source is named in reports and errors (never with credentials).

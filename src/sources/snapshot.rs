@@ -92,14 +92,14 @@ impl Values {
 }
 
 /// One cell as a source wrote it, before it is checked against its column.
-enum Cell<'a> {
+pub(crate) enum Cell<'a> {
     Null,
     Text(&'a str),
     Json(&'a serde_json::Value),
 }
 
 /// Checks one cell and appends it; `at` names the cell for the error.
-fn push(
+pub(crate) fn push(
     values: &mut Values,
     spec: &ColumnSpec,
     cell: Cell<'_>,

@@ -1,0 +1,159 @@
+//! The `journal` table from any sqlx database (SQLite, PostgreSQL, MySQL), with the
+//! configured mapping of column names and phase values.
+//!
+//! The table's columns are listed first, so a missing mapped column is named with the table
+//! before any row is read. Every value is read as text and checked by the same code that checks
+//! snapshot files, so a bad timestamp or an unknown phase is reported the same way, with the
+//! row and column.
+
+use futures_util::TryStreamExt;
+use polars::prelude::*;
+use sqlx::{AnyConnection, AssertSqlSafe, Connection, Row};
+
+use crate::error::{EngineContext, Error, Location, Result};
+use crate::model::{JOURNAL, Kind};
+use crate::sources::database::{Database, Dialect};
+use crate::sources::snapshot::{Cell, Mapping, Values, push};
+
+/// Reads the whole journal table: objects of DAGs outside an audit are recognised by their
+/// journal rows, so even a `--dag` audit needs every row.
+pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result<DataFrame> {
+    let source = format!("{} table {table}", database.shown);
+    let identifier_ok = |name: &str| {
+        !name.is_empty()
+            && name.split('.').count() <= 2
+            && name.split('.').all(|part| {
+                part.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+    };
+    if !identifier_ok(table) {
+        return Err(Error::input(
+            Location::source(&source),
+            "the table name must be letters, digits and _ (schema.table allowed)",
+        ));
+    }
+    let mut connection = database.connect().await?;
+    let existing = columns(&mut connection, database, table).await?;
+    if existing.is_empty() {
+        return Err(Error::input(
+            Location::source(&source),
+            "no such table (or it has no columns)",
+        ));
+    }
+
+    let quote = |name: &str| match database.dialect {
+        Dialect::Mysql => name
+            .split('.')
+            .map(|part| format!("`{part}`"))
+            .collect::<Vec<_>>()
+            .join("."),
+        _ => name
+            .split('.')
+            .map(|part| format!("\"{part}\""))
+            .collect::<Vec<_>>()
+            .join("."),
+    };
+    let text = match database.dialect {
+        Dialect::Mysql => "CHAR",
+        _ => "TEXT",
+    };
+    let mut selected = Vec::new();
+    for spec in JOURNAL {
+        let own = mapping
+            .columns
+            .get(spec.name)
+            .map(String::as_str)
+            .unwrap_or(spec.name);
+        if existing.iter().any(|column| column == own) {
+            selected.push(format!(
+                "CAST({} AS {text}) AS {}",
+                quote(own),
+                quote(spec.name)
+            ));
+        } else if spec.nullable {
+            selected.push(format!("CAST(NULL AS {text}) AS {}", quote(spec.name)));
+        } else {
+            return Err(Error::input(
+                Location::source(&source).column(own),
+                format!(
+                    "missing column `{own}` (the journal's `{}`); the table has: {}",
+                    spec.name,
+                    existing.join(", ")
+                ),
+            ));
+        }
+    }
+    let sql = include_str!("../../queries/journal/select.sql")
+        .lines()
+        .filter(|line| !line.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("{columns}", &selected.join(",\n       "))
+        .replace("{table}", &quote(table));
+
+    let mut values: Vec<Values> = JOURNAL.iter().map(|spec| Values::new(spec.kind)).collect();
+    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut connection);
+    let mut number = 0usize;
+    while let Some(row) = rows.try_next().await.map_err(|err| database.error(&err))? {
+        number += 1;
+        for (index, (spec, column)) in JOURNAL.iter().zip(values.iter_mut()).enumerate() {
+            let own = mapping
+                .columns
+                .get(spec.name)
+                .map(String::as_str)
+                .unwrap_or(spec.name);
+            let at = || Location::source(&source).row(number).column(own);
+            let cell: Option<String> = row
+                .try_get(index)
+                .map_err(|err| Error::input(at(), err.to_string()))?;
+            // Integers stored as REAL in SQLite come back as "3.0": accept whole numbers.
+            let cell = match (spec.kind, cell) {
+                (Kind::Int, Some(text)) if text.ends_with(".0") => {
+                    Some(text.trim_end_matches(".0").to_string())
+                }
+                (_, cell) => cell,
+            };
+            push(
+                column,
+                spec,
+                cell.as_deref().map(Cell::Text).unwrap_or(Cell::Null),
+                mapping,
+                at,
+            )?;
+        }
+    }
+    drop(rows);
+    let _ = connection.close().await;
+    let columns = JOURNAL
+        .iter()
+        .zip(values)
+        .map(|(spec, values)| values.into_column(spec.name))
+        .collect();
+    DataFrame::new_infer_height(columns).engine("assembling the journal")
+}
+
+async fn columns(
+    connection: &mut AnyConnection,
+    database: &Database,
+    table: &str,
+) -> Result<Vec<String>> {
+    let sql = match database.dialect {
+        Dialect::Sqlite => include_str!("../../queries/journal/sqlite/columns.sql"),
+        Dialect::Postgres => include_str!("../../queries/journal/postgres/columns.sql"),
+        Dialect::Mysql => include_str!("../../queries/journal/mysql/columns.sql"),
+    };
+    let rows = sqlx::query(sql)
+        .bind(table.to_string())
+        .fetch_all(&mut *connection)
+        .await
+        .map_err(|err| database.error(&err))?;
+    rows.iter()
+        .map(|row| {
+            row.try_get::<String, _>("column_name")
+                .map_err(|err| database.error(&err))
+        })
+        .collect()
+}

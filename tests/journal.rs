@@ -1,0 +1,162 @@
+//! The journal read in place from a database, with column and phase mapping.
+
+use crate::scenario::{Scenario, stderr};
+
+/// The real 3.3.2 run with its journal.db changed by `sql` first.
+fn with_journal_sql(sql: &'static str) -> Scenario {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let url = format!("sqlite://{}", scenario.path("journal.db").display());
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use sqlx::Connection;
+            let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
+        });
+    scenario
+}
+
+#[test]
+fn renamed_columns_are_found_through_the_mapping() {
+    let scenario =
+        with_journal_sql("ALTER TABLE export_journal RENAME COLUMN op_key TO idempotency_key");
+    let before = scenario.audit(&["--format", "json"]).stdout;
+    assert!(stderr(&scenario.audit(&[])).contains("missing column `op_key`"));
+    scenario.edit(
+        "onceonly.toml",
+        "payload_hash = \"payload_sha256\"",
+        "payload_hash = \"payload_sha256\"\nop_key = \"idempotency_key\"",
+    );
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["summary"]["findings"], 12);
+    assert!(
+        before.is_empty(),
+        "a journal without its key column must not be audited"
+    );
+}
+
+#[test]
+fn missing_mapped_column_names_table_and_column() {
+    let scenario = with_journal_sql("ALTER TABLE export_journal DROP COLUMN recorded_at");
+    let output = scenario.audit(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("table export_journal")
+            && message.contains("missing column `recorded_at`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unknown_phase_and_bad_timestamp_name_the_row() {
+    let scenario = with_journal_sql("UPDATE export_journal SET phase = 'SENT' WHERE rowid = 3");
+    let message = stderr(&scenario.audit(&[]));
+    assert!(
+        message.contains("table export_journal, row 3, column `phase`")
+            && message.contains("\"SENT\""),
+        "{message}"
+    );
+
+    let scenario =
+        with_journal_sql("UPDATE export_journal SET recorded_at = 'yesterday' WHERE rowid = 5");
+    let message = stderr(&scenario.audit(&[]));
+    assert!(message.contains("row 5, column `recorded_at`"), "{message}");
+}
+
+#[test]
+fn missing_table_and_unsafe_table_name_are_refused() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    scenario.edit(
+        "onceonly.toml",
+        "table = \"export_journal\"",
+        "table = \"exports\"",
+    );
+    let output = scenario.audit(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("table exports: no such table"),
+        "{}",
+        stderr(&output)
+    );
+
+    scenario.edit(
+        "onceonly.toml",
+        "table = \"exports\"",
+        "table = \"x; DROP TABLE export_journal\"",
+    );
+    let output = scenario.audit(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("the table name must be"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// The recommended table (queries/journal/ddl/sqlite.sql) filled with the real run's journal.
+fn recommended_sqlite_journal() -> Scenario {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let path = scenario.path("recommended.db");
+    let ddl = include_str!("../queries/journal/ddl/sqlite.sql");
+    let copy = format!(
+        "ATTACH DATABASE '{}' AS fixture;
+         INSERT INTO onceonly_journal
+         SELECT op_key, dag_id, task_id, map_index, run_id, try_number,
+                CASE phase WHEN 'STARTED' THEN 'intent' WHEN 'DONE' THEN 'committed' ELSE 'failed' END,
+                external_id, payload_sha256, recorded_at, approval_id, approval_expires_at
+         FROM fixture.export_journal;",
+        scenario.path("journal.db").display()
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use sqlx::Connection;
+            let url = format!("sqlite://{}?mode=rwc", path.display());
+            let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(ddl).execute(&mut connection).await.unwrap();
+            // The fixture DAG commits without checking for an earlier commit first, so its history
+            // has a second committed object under one key (scenario d): exactly what the
+            // one-commit index exists to stop. Import it without the index, then check the index.
+            sqlx::raw_sql("DROP INDEX onceonly_journal_one_commit")
+                .execute(&mut connection)
+                .await
+                .unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(copy))
+                .execute(&mut connection)
+                .await
+                .unwrap();
+            let index = sqlx::raw_sql(ddl).execute(&mut connection).await;
+            assert!(
+                index.unwrap_err().to_string().contains("UNIQUE"),
+                "the one-commit index accepted two commits under one key"
+            );
+        });
+    let config = scenario.read("onceonly.toml");
+    let start = config.find("[journal]").unwrap();
+    let end = config.find("[provider]").unwrap();
+    let journal = "[journal]\nurl = \"sqlite:///recommended.db\"\ntable = \"onceonly_journal\"\n\n";
+    scenario.write(
+        "onceonly.toml",
+        &format!("{}{journal}{}", &config[..start], &config[end..]),
+    );
+    scenario
+}
+
+#[test]
+fn the_recommended_table_needs_no_mapping() {
+    let scenario = recommended_sqlite_journal();
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&scenario.read("expected.json")).unwrap();
+    assert_eq!(report["summary"]["by_rule"], expected["findings_by_code"]);
+    assert_eq!(report["summary"]["reconciled_retries"], 3);
+}
