@@ -1,7 +1,9 @@
 //! `onceonly demo`: audits the bundled scenario, with no set-up at all.
 //!
-//! The scenario's files are compiled into the binary and written to a temporary folder, so
-//! the demo works from any directory.
+//! The scenario is a real one: the metadata database that apache-airflow 3.3.2's scheduler
+//! wrote while running the fixture DAGs, the journal their tasks wrote, and the objects the
+//! fake provider holds (fixtures/airflow/). Its files are compiled into the binary and written
+//! to a temporary folder, so the demo works from any directory.
 
 use std::path::PathBuf;
 
@@ -9,22 +11,22 @@ use crate::commands::audit::{self, Audit, AuditOptions};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
-const FILES: [(&str, &str); 4] = [
+const FILES: [(&str, &[u8]); 4] = [
     (
         "onceonly.toml",
-        include_str!("../../fixtures/demo/onceonly.toml"),
+        include_bytes!("../../fixtures/airflow/out/airflow-3.3.2/onceonly.toml"),
     ),
     (
-        "attempts.csv",
-        include_str!("../../fixtures/demo/attempts.csv"),
+        "airflow.db",
+        include_bytes!("../../fixtures/airflow/out/airflow-3.3.2/airflow.db"),
     ),
     (
-        "journal.csv",
-        include_str!("../../fixtures/demo/journal.csv"),
+        "journal.db",
+        include_bytes!("../../fixtures/airflow/out/airflow-3.3.2/journal.db"),
     ),
     (
-        "provider.csv",
-        include_str!("../../fixtures/demo/provider.csv"),
+        "provider.ndjson",
+        include_bytes!("../../fixtures/airflow/out/airflow-3.3.2/provider.ndjson"),
     ),
 ];
 
