@@ -124,7 +124,9 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
                     timestamp::format_opt(succeeded[first]),
                     rows.listing(&before),
                     runs[first].as_deref().unwrap_or("run unknown"),
-                    clears[first].unwrap_or(0),
+                    clears[first]
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "unknown".into()),
                     rows.listing(&after)
                 ),
                 evidence,
