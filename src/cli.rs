@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Audit the tries that ran in a window: duplicates, lost responses, unsafe keys.
-    Audit(AuditArgs),
+    Audit(Box<AuditArgs>),
     /// List the rules, or explain one (`onceonly rule L001`).
     Rule {
         /// A rule code or name.
@@ -65,6 +65,12 @@ pub struct AuditArgs {
     /// Run only these rules (codes), e.g. `--rule D001 --rule L001`.
     #[arg(long = "rule")]
     pub rules: Vec<String>,
+    /// Keep what this run read in DIR: a Parquet file per table and manifest.json.
+    #[arg(long, value_name = "DIR")]
+    pub save_snapshot: Option<PathBuf>,
+    /// Audit a snapshot saved earlier instead of reading the sources (offline).
+    #[arg(long, value_name = "DIR")]
+    pub from_snapshot: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

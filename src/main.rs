@@ -63,6 +63,8 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
             )
         })?,
         rules: args.rules.clone(),
+        save_snapshot: args.save_snapshot.clone(),
+        from_snapshot: args.from_snapshot.clone(),
     };
     if let (Some(since), Some(until)) = (options.since, options.until)
         && since >= until

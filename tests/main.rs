@@ -7,4 +7,5 @@ mod cli;
 mod journal;
 mod postgres;
 mod rules;
+mod saved;
 mod scenario;

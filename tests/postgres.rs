@@ -63,8 +63,22 @@ fn runtime() -> tokio::runtime::Runtime {
 fn audit_of_airflow_on_postgres_matches_what_happened() {
     let Some(server) = server() else { return };
     let scenario = scenario(&server, &server.url);
-    let output = scenario.audit(&["--format", "json"]);
+    let evidence = scenario.path("evidence");
+    let output = scenario.audit(&[
+        "--format",
+        "json",
+        "--save-snapshot",
+        evidence.to_str().unwrap(),
+    ]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    for file in std::fs::read_dir(&evidence).unwrap() {
+        let bytes = std::fs::read(file.unwrap().path()).unwrap();
+        let password = server.password.as_bytes();
+        assert!(
+            !bytes.windows(password.len()).any(|w| w == password),
+            "the password reached the snapshot"
+        );
+    }
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let expected: serde_json::Value =
         serde_json::from_str(&scenario.read("expected.json")).unwrap();

@@ -25,6 +25,10 @@ pub struct AuditOptions {
     pub slack: i64,
     /// Rule codes to run; empty runs all.
     pub rules: Vec<String>,
+    /// Keep what was read here (Parquet per table and a manifest).
+    pub save_snapshot: Option<std::path::PathBuf>,
+    /// Read a saved snapshot instead of the configured sources.
+    pub from_snapshot: Option<std::path::PathBuf>,
 }
 
 /// What an audit produced: the report and a verdict for every operation try.
@@ -39,7 +43,18 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
         since: options.since,
         until: options.until,
     };
-    let tables = sources::load(config, &filter)?;
+    let tables = match &options.from_snapshot {
+        Some(dir) => sources::saved::load(dir)?.0,
+        None => sources::load(config, &filter)?,
+    };
+    if let Some(dir) = &options.save_snapshot {
+        let window = sources::saved::Window {
+            dag: options.dag.clone(),
+            since: options.since.map(timestamp::format),
+            until: options.until.map(timestamp::format),
+        };
+        sources::saved::save(dir, &tables, window)?;
+    }
     audit_tables(config, &tables, options)
 }
 
@@ -98,7 +113,7 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
         .iter()
         .map(|table| SourceCoverage {
             table: table.name(),
-            source: sources::describe(config, *table),
+            source: tables.origin(*table).to_string(),
             rows: tables.get(*table).height(),
             rows_audited: match table {
                 Table::Attempts => attempts.height(),

@@ -5,6 +5,7 @@ pub mod airflow_db;
 pub mod database;
 pub mod journal_db;
 mod pickle;
+pub mod saved;
 pub mod snapshot;
 
 use polars::prelude::DataFrame;
@@ -19,9 +20,15 @@ pub struct Tables {
     pub journal: DataFrame,
     pub provider: DataFrame,
     pub warnings: Vec<String>,
+    /// Where each table came from, as reports name it (attempts, journal, provider).
+    pub origins: [String; 3],
 }
 
 impl Tables {
+    pub fn origin(&self, table: Table) -> &str {
+        &self.origins[table as usize]
+    }
+
     pub fn get(&self, table: Table) -> &DataFrame {
         match table {
             Table::Attempts => &self.attempts,
@@ -72,6 +79,7 @@ pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
         journal,
         provider,
         warnings,
+        origins: Table::ALL.map(|table| describe(config, table)),
     })
 }
 

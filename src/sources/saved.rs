@@ -1,0 +1,181 @@
+//! Saved snapshots (SPEC §2): what a run read, kept as evidence and re-read offline.
+//!
+//! `--save-snapshot DIR` writes one Parquet file per canonical table and `manifest.json`: the
+//! sources as the report names them, the audit's window, row counts, each file's SHA-256 and
+//! one content hash over all three. `--from-snapshot DIR` checks every hash before reading, so
+//! an audit from a snapshot is an audit of exactly what was seen, and gives the same report.
+//! Secrets never reach a snapshot: sources are named as reports name them, without passwords.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{EngineContext, Error, Location, Result};
+use crate::model::Table;
+use crate::sources::Tables;
+use crate::sources::snapshot::{self, Mapping};
+
+pub const MANIFEST: &str = "manifest.json";
+const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub written_by: String,
+    /// The audit's filters when the snapshot was taken.
+    pub window: Window,
+    pub tables: BTreeMap<String, TableEntry>,
+    pub warnings: Vec<String>,
+    /// SHA-256 over the tables' hashes in table order: one value to quote in an incident.
+    pub content_hash: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Window {
+    pub dag: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TableEntry {
+    pub file: String,
+    pub source: String,
+    pub rows: usize,
+    pub sha256: String,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn content_hash(tables: &BTreeMap<String, TableEntry>) -> String {
+    let joined: String = Table::ALL
+        .iter()
+        .filter_map(|table| tables.get(table.name()))
+        .map(|entry| entry.sha256.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    sha256_hex(joined.as_bytes())
+}
+
+/// Writes the tables and the manifest into `dir` (created if missing).
+pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
+    let shown = dir.display().to_string();
+    std::fs::create_dir_all(dir).map_err(|err| Error::io(&shown, err))?;
+    let mut entries = BTreeMap::new();
+    for table in Table::ALL {
+        let mut frame = tables.get(table).clone();
+        let mut bytes = Vec::new();
+        ParquetWriter::new(&mut bytes)
+            .with_statistics(StatisticsOptions::empty())
+            .finish(&mut frame)
+            .engine("writing a snapshot table")?;
+        let file = format!("{}.parquet", table.name());
+        crate::output::file(&dir.join(&file), &bytes)?;
+        entries.insert(
+            table.name().to_string(),
+            TableEntry {
+                file,
+                source: tables.origin(table).to_string(),
+                rows: frame.height(),
+                sha256: sha256_hex(&bytes),
+            },
+        );
+    }
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        written_by: format!("onceonly {}", env!("CARGO_PKG_VERSION")),
+        window,
+        content_hash: content_hash(&entries),
+        tables: entries,
+        warnings: tables.warnings.clone(),
+    };
+    let mut text = serde_json::to_string_pretty(&manifest).expect("a manifest always serializes");
+    text.push('\n');
+    crate::output::file(&dir.join(MANIFEST), text.as_bytes())?;
+    Ok(manifest)
+}
+
+/// Reads a saved snapshot, refusing one whose files do not match their recorded hashes.
+pub fn load(dir: &Path) -> Result<(Tables, Manifest)> {
+    let manifest_path = dir.join(MANIFEST);
+    let shown = manifest_path.display().to_string();
+    let text = std::fs::read_to_string(&manifest_path).map_err(|err| Error::io(&shown, err))?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|err| {
+        Error::input(
+            Location::source(&shown),
+            format!("not a snapshot manifest: {err}"),
+        )
+    })?;
+    if manifest.format_version != FORMAT_VERSION {
+        return Err(Error::input(
+            Location::source(&shown),
+            format!(
+                "snapshot format {} is not one this onceonly reads ({FORMAT_VERSION})",
+                manifest.format_version
+            ),
+        ));
+    }
+    if content_hash(&manifest.tables) != manifest.content_hash {
+        return Err(Error::input(
+            Location::source(&shown),
+            "content_hash does not match the tables' hashes",
+        ));
+    }
+    let mut frames = Vec::new();
+    let mut origins = Vec::new();
+    for table in Table::ALL {
+        let entry = manifest.tables.get(table.name()).ok_or_else(|| {
+            Error::input(
+                Location::source(&shown),
+                format!("the manifest lists no `{}` table", table.name()),
+            )
+        })?;
+        if entry.file.contains('/') || entry.file.contains('\\') || entry.file.starts_with('.') {
+            return Err(Error::input(
+                Location::source(&shown),
+                format!("file name {:?} leaves the snapshot folder", entry.file),
+            ));
+        }
+        let path = dir.join(&entry.file);
+        let bytes =
+            std::fs::read(&path).map_err(|err| Error::io(path.display().to_string(), err))?;
+        if sha256_hex(&bytes) != entry.sha256 {
+            return Err(Error::input(
+                Location::source(path.display().to_string()),
+                "the file changed since the snapshot was saved (its SHA-256 differs from the manifest's)",
+            ));
+        }
+        let frame = snapshot::read(&path, table, &Mapping::default())?;
+        if frame.height() != entry.rows {
+            return Err(Error::input(
+                Location::source(path.display().to_string()),
+                format!("{} rows, the manifest says {}", frame.height(), entry.rows),
+            ));
+        }
+        frames.push(frame);
+        // Named as when it was read, so the audit from the snapshot is byte for byte the same.
+        origins.push(entry.source.clone());
+    }
+    let provider = frames.pop().expect("three tables");
+    let journal = frames.pop().expect("three tables");
+    let attempts = frames.pop().expect("three tables");
+    let origins: [String; 3] = origins.try_into().expect("three tables");
+    Ok((
+        Tables {
+            attempts,
+            journal,
+            provider,
+            warnings: manifest.warnings.clone(),
+            origins,
+        },
+        manifest,
+    ))
+}
