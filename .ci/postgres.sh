@@ -38,4 +38,5 @@ python3 fixtures/airflow/export_snapshots.py "$ONCEONLY_TEST_PG_OUT"
 
 export ONCEONLY_TEST_PG_URL="postgresql+psycopg2://airflow@127.0.0.1:$PGPORT/airflow"
 export ONCEONLY_TEST_PG_PASSWORD ONCEONLY_TEST_PG_OUT
+export ONCEONLY_TEST_AIRFLOW_PYTHON=/opt/venvs/airflow-3.3.2/bin/python
 set +euo pipefail

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::commands::mock_provider::{Fault, MockPagination};
 use crate::render::Format;
 use crate::rules::Severity;
 
@@ -27,11 +28,44 @@ pub enum Command {
         /// A rule code or name.
         code: Option<String>,
     },
+    /// Incident forensics: every try, journal record and provider object of one interval.
+    Trace(TraceArgs),
     /// Audit the bundled scenario: no set-up needed.
     Demo {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Serve a provider state file as a paginated listing API on loopback, with faults.
+    MockProvider(MockProviderArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MockProviderArgs {
+    /// The provider state file (`{"objects": [{"id", "created", ...}]}`).
+    #[arg(long)]
+    pub state: PathBuf,
+    /// The port to listen on (0: a free one; the URL is printed on stdout).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// The address to listen on; only loopback addresses are accepted.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    #[arg(long, value_enum, default_value = "cursor")]
+    pub pagination: MockPagination,
+    /// Objects per page when the request gives no `limit`.
+    #[arg(long, default_value_t = 3)]
+    pub page_size: usize,
+    /// Milliseconds added before every answer.
+    #[arg(long, default_value_t = 0)]
+    pub latency: u64,
+    /// A fault: KIND@N (the Nth listing request) or KIND%K (every Kth), optionally =VALUE;
+    /// e.g. rate-limit@2=1, server-error%3, slow@4=1500, drop@2, truncated@2, invalid-json@2,
+    /// repeat-cursor@2, insert@2=3, missing-field@2, mistyped-field@2. Repeatable.
+    #[arg(long = "fault", value_name = "FAULT")]
+    pub faults: Vec<Fault>,
+    /// Append `METHOD TARGET` of every request to this file.
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +105,52 @@ pub struct AuditArgs {
     /// Audit a snapshot saved earlier instead of reading the sources (offline).
     #[arg(long, value_name = "DIR")]
     pub from_snapshot: Option<PathBuf>,
+    /// Write the repair plan: JSON, or markdown for a .md name, or text for a .txt name.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// Write the journal-side repairs as one SQL script in the journal's dialect.
+    #[arg(long, value_name = "FILE")]
+    pub sql: Option<PathBuf>,
+    /// An earlier JSON or NDJSON report: mark findings new, persisting or resolved.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 1 only for new findings at or above --fail-on.
+    #[arg(long, requires = "baseline")]
+    pub fail_on_new: bool,
+    /// Write Prometheus metrics (text format, atomically) for node_exporter's textfile collector.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["interval", "run_id", "key"])))]
+pub struct TraceArgs {
+    #[arg(long, short, env = "ONCEONLY_CONFIG")]
+    pub config: PathBuf,
+    /// The DAG.
+    #[arg(long)]
+    pub dag: String,
+    /// A date or time in the interval (its start, e.g. 2026-11-26).
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// A run id.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// An operation key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// `table` (default) or `json`.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: TraceFormat,
+    /// Also write a self-contained HTML timeline here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormat {
+    Table,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

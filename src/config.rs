@@ -5,14 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::keys::KeyTemplate;
-use crate::model::{JOURNAL, PHASES};
+use crate::model::{JOURNAL, PHASES, PROVIDER};
 use crate::sources::airflow_api::{AirflowApi, ApiVersion};
 use crate::sources::database::Database;
+use crate::sources::provider_http::{self, JsonPath, Pagination, ProviderApi, TimeFormat};
 use crate::timestamp;
 
 #[derive(Debug, Deserialize)]
@@ -62,12 +64,70 @@ struct RawJournal {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProvider {
-    snapshot: PathBuf,
+    snapshot: Option<PathBuf>,
+    /// The provider's listing endpoint (`http://host/v1/exports`), instead of a snapshot.
+    url: Option<String>,
+    /// `cursor`, `link`, `page` or `offset`.
+    pagination: Option<String>,
+    /// cursor: the query parameter the cursor is sent back in (default `cursor`).
+    cursor_param: Option<String>,
+    /// cursor: the JSON path of the next cursor in a page's body (default `next_cursor`).
+    next_cursor: Option<String>,
+    /// link: the JSON path of the next page's URL in the body; absent: the `Link` header.
+    next_url: Option<String>,
+    /// page: the page-number parameter (default `page`) and the first page's number (1).
+    page_param: Option<String>,
+    first_page: Option<i64>,
+    /// offset: the offset parameter (default `offset`).
+    offset_param: Option<String>,
+    /// The page-size parameter (default `limit`; "" sends none) and its value (100).
+    page_size_param: Option<String>,
+    page_size: Option<u32>,
+    /// The JSON path of the array of objects in a page's body (default `data`).
+    items: Option<String>,
+    /// page/offset: the JSON path of the total object count, when the body has one.
+    total: Option<String>,
+    created_after_param: Option<String>,
+    created_before_param: Option<String>,
+    /// `rfc3339` (default), `epoch_seconds` or `epoch_millis`.
+    time_format: Option<String>,
+    /// Fixed query parameters sent with every listing.
+    #[serde(default)]
+    query: BTreeMap<String, String>,
+    /// Canonical column -> dotted JSON path in each object (default: the column's name).
+    #[serde(default)]
+    fields: BTreeMap<String, String>,
+    auth: Option<RawAuth>,
+    concurrency: Option<usize>,
+    requests_per_second: Option<f64>,
+    retries: Option<u32>,
+    timeout: Option<String>,
+    deadline: Option<String>,
+    max_pages: Option<usize>,
+    /// cursor/link: created-at slices listed concurrently (default 4 × concurrency).
+    sub_windows: Option<usize>,
+    /// Margin around the audited tries when listing (default 1h).
+    slack: Option<String>,
+    /// The first retry's wait (default 500ms); doubled for each further one, with jitter.
+    backoff: Option<String>,
     key_ttl: Option<String>,
     #[serde(default = "default_void_statuses")]
     void_statuses: Vec<String>,
     #[serde(default)]
     replay: Replay,
+}
+
+/// `[provider.auth]`: the secret is read from the environment variable `env`, never the file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    /// `bearer`, `basic` or `header`.
+    kind: String,
+    env: String,
+    /// header: the header's name, e.g. `X-Api-Key`.
+    header: Option<String>,
+    /// basic: the user name (the password is in `env`).
+    user: Option<String>,
 }
 
 fn default_void_statuses() -> Vec<String> {
@@ -108,6 +168,8 @@ pub enum Source {
     Database(Database),
     /// Airflow's REST API.
     Api(AirflowApi),
+    /// The provider's paginated listing API.
+    Listing(Box<ProviderApi>),
 }
 
 impl Source {
@@ -117,6 +179,7 @@ impl Source {
             Source::Snapshot(path) => format!("snapshot {}", path.display()),
             Source::Database(database) => database.shown.clone(),
             Source::Api(api) => api.shown.clone(),
+            Source::Listing(api) => api.shown.clone(),
         }
     }
 }
@@ -401,7 +464,7 @@ impl Config {
                 phases,
             },
             provider: ProviderSettings {
-                source: Source::Snapshot(base.join(provider.snapshot)),
+                source: provider_source(&provider, base, &at)?,
                 key_ttl,
                 void_statuses: provider.void_statuses,
                 replay: provider.replay,
@@ -416,6 +479,350 @@ impl Config {
             .iter()
             .find(|op| op.matches(dag_id, task_id))
     }
+}
+
+/// `[provider]`: a snapshot file, or the listing API with its pagination, mapping, auth and
+/// politeness, each key checked against the pagination style it belongs to.
+fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<Source> {
+    let table = "provider";
+    let err = |key: &str, message: String| at.error_in(table, key, format!("[provider] {message}"));
+    let listing_keys: [(&str, bool); 26] = [
+        ("pagination", raw.pagination.is_some()),
+        ("cursor_param", raw.cursor_param.is_some()),
+        ("next_cursor", raw.next_cursor.is_some()),
+        ("next_url", raw.next_url.is_some()),
+        ("page_param", raw.page_param.is_some()),
+        ("first_page", raw.first_page.is_some()),
+        ("offset_param", raw.offset_param.is_some()),
+        ("page_size_param", raw.page_size_param.is_some()),
+        ("page_size", raw.page_size.is_some()),
+        ("items", raw.items.is_some()),
+        ("total", raw.total.is_some()),
+        ("created_after_param", raw.created_after_param.is_some()),
+        ("created_before_param", raw.created_before_param.is_some()),
+        ("time_format", raw.time_format.is_some()),
+        ("query", !raw.query.is_empty()),
+        ("fields", !raw.fields.is_empty()),
+        ("auth", raw.auth.is_some()),
+        ("concurrency", raw.concurrency.is_some()),
+        ("requests_per_second", raw.requests_per_second.is_some()),
+        ("retries", raw.retries.is_some()),
+        ("timeout", raw.timeout.is_some()),
+        ("deadline", raw.deadline.is_some()),
+        ("max_pages", raw.max_pages.is_some()),
+        ("sub_windows", raw.sub_windows.is_some()),
+        ("slack", raw.slack.is_some()),
+        ("backoff", raw.backoff.is_some()),
+    ];
+    let url = match (&raw.snapshot, &raw.url) {
+        (Some(snapshot), None) => {
+            if let Some((key, _)) = listing_keys.iter().find(|(_, given)| *given) {
+                return Err(err(
+                    key,
+                    format!("`{key}` applies to the listing API: it needs `url`, not `snapshot`"),
+                ));
+            }
+            return Ok(Source::Snapshot(base.join(snapshot)));
+        }
+        (None, Some(url)) => url,
+        _ => {
+            return Err(Error::config(
+                at.path,
+                "[provider] needs exactly one of `snapshot` (a file) or `url` (the provider's listing API)",
+            ));
+        }
+    };
+
+    let parsed = reqwest::Url::parse(url.trim())
+        .map_err(|e| err("url", format!("url = {url:?} is not a URL ({e})")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(err(
+            "url",
+            format!("url = {url:?}: the listing is served over http or https"),
+        ));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(err(
+            "url",
+            "url: put no credentials in the URL; use [provider.auth] with `env`".into(),
+        ));
+    }
+    if parsed.fragment().is_some() {
+        return Err(err(
+            "url",
+            format!("url = {url:?}: no `#` fragment, please"),
+        ));
+    }
+
+    let path = |key: &str, value: &Option<String>, default: &str| -> Result<JsonPath> {
+        JsonPath::parse(value.as_deref().unwrap_or(default))
+            .map_err(|message| err(key, format!("{key}: {message}")))
+    };
+    let name = |key: &str, value: &Option<String>, default: &str| -> Result<String> {
+        let value = value.as_deref().unwrap_or(default).trim().to_string();
+        if value.is_empty() {
+            return Err(err(key, format!("`{key}` is empty")));
+        }
+        Ok(value)
+    };
+    let style = raw.pagination.as_deref().ok_or_else(|| {
+        err(
+            "url",
+            "the listing needs `pagination`: \"cursor\", \"link\", \"page\" or \"offset\"".into(),
+        )
+    })?;
+    let owned: &[&str] = match style {
+        "cursor" => &["cursor_param", "next_cursor"],
+        "link" => &["next_url"],
+        "page" => &["page_param", "first_page", "total"],
+        "offset" => &["offset_param", "total"],
+        other => {
+            return Err(err(
+                "pagination",
+                format!("pagination = {other:?}: use \"cursor\", \"link\", \"page\" or \"offset\""),
+            ));
+        }
+    };
+    for (key, given) in &listing_keys[1..7] {
+        if *given && !owned.contains(key) {
+            return Err(err(
+                key,
+                format!("`{key}` does not apply to pagination = {style:?}"),
+            ));
+        }
+    }
+    if raw.total.is_some() && !owned.contains(&"total") {
+        return Err(err(
+            "total",
+            format!("`total` applies to page and offset listings, not {style:?}"),
+        ));
+    }
+    let pagination = match style {
+        "cursor" => Pagination::Cursor {
+            param: name("cursor_param", &raw.cursor_param, "cursor")?,
+            next: path("next_cursor", &raw.next_cursor, "next_cursor")?,
+        },
+        "link" => Pagination::Link {
+            next: match &raw.next_url {
+                None => None,
+                Some(_) => Some(path("next_url", &raw.next_url, "")?),
+            },
+        },
+        "page" => Pagination::Page {
+            param: name("page_param", &raw.page_param, "page")?,
+            first: raw.first_page.unwrap_or(1),
+        },
+        _ => Pagination::Offset {
+            param: name("offset_param", &raw.offset_param, "offset")?,
+        },
+    };
+
+    let page_size = raw.page_size.unwrap_or(100);
+    if page_size == 0 {
+        return Err(err("page_size", "page_size must be at least 1".into()));
+    }
+    let page_size_param = match raw.page_size_param.as_deref().map(str::trim) {
+        None => Some("limit".to_string()),
+        Some("") => None,
+        Some(param) => Some(param.to_string()),
+    };
+    let time_format = match &raw.time_format {
+        None => TimeFormat::Rfc3339,
+        Some(text) => TimeFormat::parse(text).ok_or_else(|| {
+            err(
+                "time_format",
+                format!(
+                    "time_format = {text:?}: use \"rfc3339\", \"epoch_seconds\" or \"epoch_millis\""
+                ),
+            )
+        })?,
+    };
+    let created_after_param = match &raw.created_after_param {
+        None => None,
+        value => Some(name("created_after_param", value, "")?),
+    };
+    let created_before_param = match &raw.created_before_param {
+        None => None,
+        value => Some(name("created_before_param", value, "")?),
+    };
+
+    let mut fields = BTreeMap::new();
+    for (column, json_path) in &raw.fields {
+        if column == "raw" || !PROVIDER.iter().any(|spec| spec.name == column) {
+            let known: Vec<_> = PROVIDER
+                .iter()
+                .map(|spec| spec.name)
+                .filter(|name| *name != "raw")
+                .collect();
+            return Err(at.error_in(
+                "provider.fields",
+                column,
+                format!(
+                    "[provider.fields] names `{column}`, which is not a mapped provider column (known: {}; `raw` is always the whole object)",
+                    known.join(", ")
+                ),
+            ));
+        }
+        let parsed = JsonPath::parse(json_path)
+            .ok()
+            .filter(|_| !json_path.trim().is_empty())
+            .ok_or_else(|| {
+                at.error_in(
+                    "provider.fields",
+                    column,
+                    format!("[provider.fields] {column} = {json_path:?} is not a dotted JSON path"),
+                )
+            })?;
+        fields.insert(column.clone(), parsed);
+    }
+
+    let auth = match &raw.auth {
+        None => provider_http::Auth::None,
+        Some(auth) => {
+            let at_auth = |key: &str, message: String| {
+                at.error_in("provider.auth", key, format!("[provider.auth] {message}"))
+            };
+            let secret = std::env::var(&auth.env)
+                .ok()
+                .filter(|value| !value.is_empty())
+                .map(provider_http::Secret::new)
+                .ok_or_else(|| {
+                    at_auth(
+                        "env",
+                        format!("env names {}, which is not set (or empty)", auth.env),
+                    )
+                })?;
+            match auth.kind.as_str() {
+                "bearer" | "basic" | "header" => {}
+                other => {
+                    return Err(at_auth(
+                        "kind",
+                        format!("kind = {other:?}: use \"bearer\", \"basic\" or \"header\""),
+                    ));
+                }
+            }
+            if auth.header.is_some() && auth.kind != "header" {
+                return Err(at_auth(
+                    "header",
+                    "`header` applies to kind = \"header\"".into(),
+                ));
+            }
+            if auth.user.is_some() && auth.kind != "basic" {
+                return Err(at_auth("user", "`user` applies to kind = \"basic\"".into()));
+            }
+            match auth.kind.as_str() {
+                "bearer" => provider_http::Auth::Bearer(secret),
+                "basic" => provider_http::Auth::Basic {
+                    user: auth
+                        .user
+                        .clone()
+                        .ok_or_else(|| at_auth("kind", "kind = \"basic\" needs `user`".into()))?,
+                    password: secret,
+                },
+                _ => {
+                    let header = auth.header.clone().ok_or_else(|| {
+                        at_auth(
+                            "kind",
+                            "kind = \"header\" needs `header`, the header's name (e.g. X-Api-Key)"
+                                .into(),
+                        )
+                    })?;
+                    if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                        return Err(at_auth(
+                            "header",
+                            format!("header = {header:?} is not a header name"),
+                        ));
+                    }
+                    provider_http::Auth::Header {
+                        name: header,
+                        value: secret,
+                    }
+                }
+            }
+        }
+    };
+
+    let concurrency = raw.concurrency.unwrap_or(4);
+    if !(1..=64).contains(&concurrency) {
+        return Err(err(
+            "concurrency",
+            format!("concurrency = {concurrency}: use 1 to 64 requests in flight"),
+        ));
+    }
+    let min_interval = match raw.requests_per_second {
+        None => Some(Duration::from_millis(100)),
+        Some(rate) if rate.is_finite() && rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
+        Some(rate) => {
+            return Err(err(
+                "requests_per_second",
+                format!("requests_per_second = {rate}: give a number above 0"),
+            ));
+        }
+    };
+    let wait = |key: &str, value: &Option<String>, default: &str| -> Result<Duration> {
+        let text = value.as_deref().unwrap_or(default);
+        wait_duration(text).filter(|d| !d.is_zero()).ok_or_else(|| {
+            err(
+                key,
+                format!("{key} = {text:?} is not a duration (use forms like 500ms, 30s, 10m)"),
+            )
+        })
+    };
+    let max_pages = raw.max_pages.unwrap_or(10_000);
+    if max_pages == 0 {
+        return Err(err("max_pages", "max_pages must be at least 1".into()));
+    }
+    let sub_windows = raw.sub_windows.unwrap_or(concurrency * 4);
+    if sub_windows == 0 {
+        return Err(err("sub_windows", "sub_windows must be at least 1".into()));
+    }
+    let slack = match &raw.slack {
+        None => 3_600_000_000,
+        Some(text) => timestamp::parse_duration(text).ok_or_else(|| {
+            err(
+                "slack",
+                format!("slack = {text:?} is not a duration (e.g. 1h, 30m)"),
+            )
+        })?,
+    };
+    let url = parsed.to_string();
+    Ok(Source::Listing(Box::new(ProviderApi {
+        shown: format!("provider listing {url}"),
+        url,
+        pagination,
+        page_size_param,
+        page_size,
+        items: path("items", &raw.items, "data")?,
+        total: match &raw.total {
+            None => None,
+            Some(_) => Some(path("total", &raw.total, "")?),
+        },
+        created_after_param,
+        created_before_param,
+        time_format,
+        query: raw.query.clone(),
+        fields,
+        auth,
+        concurrency,
+        min_interval,
+        retries: raw.retries.unwrap_or(5),
+        timeout: wait("timeout", &raw.timeout, "30s")?,
+        deadline: wait("deadline", &raw.deadline, "15m")?,
+        max_pages,
+        sub_windows,
+        slack,
+        backoff: wait("backoff", &raw.backoff, "500ms")?,
+    })))
+}
+
+/// `500ms`, or any duration [`timestamp::parse_duration`] reads (`30s`, `10m`, `1h`).
+fn wait_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Some(millis) = text.strip_suffix("ms") {
+        return millis.trim().parse::<u64>().ok().map(Duration::from_millis);
+    }
+    let micros = timestamp::parse_duration(text)?;
+    u64::try_from(micros).ok().map(Duration::from_micros)
 }
 
 /// Builds "own value -> canonical phase"; without `[journal.phases]` the canonical names map
@@ -470,6 +877,30 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
+    /// Like [`Locator::error`], looking for the key inside `[table]` first: keys such as
+    /// `url` appear in several tables.
+    fn error_in(&self, table: &str, key: &str, message: String) -> Error {
+        let header = format!("[{table}]");
+        let lines: Vec<&str> = self.text.lines().collect();
+        let found = lines
+            .iter()
+            .position(|line| line.trim() == header)
+            .and_then(|start| {
+                lines[start + 1..]
+                    .iter()
+                    .take_while(|line| !line.trim_start().starts_with('['))
+                    .position(|line| {
+                        let line = line.trim_start();
+                        line.starts_with(key) && line[key.len()..].trim_start().starts_with('=')
+                    })
+                    .map(|offset| start + 1 + offset)
+            });
+        match found {
+            Some(index) => Error::config(self.path, format!("line {}: {message}", index + 1)),
+            None => self.error(key, message),
+        }
+    }
+
     fn error(&self, key: &str, message: String) -> Error {
         let line = self.text.lines().position(|line| {
             let line = line.trim_start();

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use onceonly::cli::{AuditArgs, Cli, Command};
-use onceonly::commands::{audit, demo, rule};
+use onceonly::commands::{audit, demo, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
 use onceonly::render::{self, Format};
@@ -35,6 +35,16 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
+        Command::Trace(args) => run_trace(&args),
+        Command::MockProvider(args) => {
+            let mut options = mock_provider::MockOptions::new(Vec::new(), args.pagination);
+            options.page_size = args.page_size.max(1);
+            options.latency = std::time::Duration::from_millis(args.latency);
+            options.faults = args.faults;
+            options.request_log = args.request_log;
+            mock_provider::run(&args.state, &args.bind, args.port, options)?;
+            Ok(0)
+        }
     }
 }
 
@@ -65,6 +75,8 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         rules: args.rules.clone(),
         save_snapshot: args.save_snapshot.clone(),
         from_snapshot: args.from_snapshot.clone(),
+        plan: args.plan.is_some() || args.sql.is_some(),
+        baseline: args.baseline.clone(),
     };
     if let (Some(since), Some(until)) = (options.since, options.until)
         && since >= until
@@ -80,9 +92,34 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         }
     }
     let config = Config::load(&args.config)?;
+    let started = std::time::Instant::now();
     let audit = audit::run(&config, &options)?;
     if let Some(path) = &args.verdicts {
         output::write_verdicts(path, &audit.verdicts)?;
+    }
+    if let Some(plan) = &audit.plan {
+        if let Some(path) = &args.plan {
+            output::file(path, plan_text(path, plan).as_bytes())?;
+        }
+        if let Some(path) = &args.sql {
+            let dialect = match &config.journal.source {
+                onceonly::config::Source::Database(database) => database.dialect,
+                _ => {
+                    return Err(Error::usage(
+                        "--sql",
+                        "the journal is a snapshot file; a SQL script needs [journal] url and table",
+                    ));
+                }
+            };
+            output::file(
+                path,
+                onceonly::plan::sql::script(plan, &config.journal, dialect)?.as_bytes(),
+            )?;
+        }
+    }
+    if let Some(path) = &args.metrics {
+        let metrics = render::metrics::render(&audit.report, started.elapsed().as_secs_f64());
+        output::file(path, metrics.as_bytes())?;
     }
     let text = render::render(&audit.report, args.format);
     match &args.output {
@@ -92,5 +129,54 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
     if args.format == Format::Table && args.output.is_none() {
         let _ = std::io::stdout().flush();
     }
-    Ok(u8::from(audit.report.fails(args.fail_on.threshold())))
+    Ok(u8::from(
+        audit
+            .report
+            .fails(args.fail_on.threshold(), args.fail_on_new),
+    ))
+}
+
+fn run_trace(args: &onceonly::cli::TraceArgs) -> Result<u8> {
+    use onceonly::commands::trace::{self, Selector};
+    let selector = match (&args.interval, &args.run_id, &args.key) {
+        (Some(text), _, _) => Selector::Interval(timestamp::parse(text).ok_or_else(|| {
+            Error::usage("--interval", format!("{text:?} is not a date or time"))
+        })?),
+        (_, Some(run_id), _) => Selector::RunId(run_id.clone()),
+        (_, _, Some(key)) => Selector::Key(key.clone()),
+        _ => return Err(Error::usage("trace", "give --interval, --run-id or --key")),
+    };
+    let config = Config::load(&args.config)?;
+    let trace = trace::run(&config, &args.dag, &selector)?;
+    if let Some(path) = &args.html {
+        output::file(path, render::timeline::html(&trace).as_bytes())?;
+    }
+    let text = match args.format {
+        onceonly::cli::TraceFormat::Table => render::trace::text(&trace),
+        onceonly::cli::TraceFormat::Json => {
+            let mut json = serde_json::to_string_pretty(&trace).expect("a trace always serializes");
+            json.push('\n');
+            json
+        }
+    };
+    output::stdout(&text)?;
+    Ok(0)
+}
+
+/// The plan as the file name asks: markdown (.md), text (.txt), else the JSON document.
+fn plan_text(path: &std::path::Path, plan: &onceonly::plan::Plan) -> String {
+    match path
+        .extension()
+        .and_then(|ext| ext.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("md") => render::plan::markdown(plan),
+        Some("txt") => render::plan::text(plan),
+        _ => {
+            let mut json = serde_json::to_string_pretty(plan).expect("a plan always serializes");
+            json.push('\n');
+            json
+        }
+    }
 }

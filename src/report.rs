@@ -15,6 +15,18 @@ pub struct Report {
     pub coverage: Coverage,
     pub summary: Summary,
     pub findings: Vec<Finding>,
+    /// Against `--baseline`: what is new, what persists, what was resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Baseline {
+    pub file: String,
+    pub new: usize,
+    pub persisting: usize,
+    /// The earlier report's findings that are no longer reported, as that report had them.
+    pub resolved: Vec<serde_json::Value>,
 }
 
 /// What the report is about, so nobody reads "no findings" over data that was not there.
@@ -81,12 +93,45 @@ impl Summary {
 }
 
 impl Report {
-    /// Whether any finding is at or above `threshold` (None: never fail on findings).
-    pub fn fails(&self, threshold: Option<Severity>) -> bool {
+    /// Whether any finding is at or above `threshold` (None: never fail on findings); with
+    /// `only_new`, findings the baseline already had do not count.
+    pub fn fails(&self, threshold: Option<Severity>, only_new: bool) -> bool {
         threshold.is_some_and(|threshold| {
             self.findings
                 .iter()
+                .filter(|finding| !only_new || finding.baseline != Some("persisting"))
                 .any(|finding| finding.severity >= threshold)
         })
+    }
+
+    /// Marks every finding `new` or `persisting` against an earlier report's findings (by
+    /// id) and lists the earlier ones no longer reported.
+    pub fn compare(&mut self, file: &str, earlier: Vec<serde_json::Value>) {
+        let id =
+            |finding: &serde_json::Value| finding["id"].as_str().unwrap_or_default().to_string();
+        let known: std::collections::BTreeSet<String> = earlier.iter().map(id).collect();
+        let current: std::collections::BTreeSet<String> =
+            self.findings.iter().map(|f| f.id.clone()).collect();
+        let (mut new, mut persisting) = (0, 0);
+        for finding in &mut self.findings {
+            if known.contains(&finding.id) {
+                finding.baseline = Some("persisting");
+                persisting += 1;
+            } else {
+                finding.baseline = Some("new");
+                new += 1;
+            }
+        }
+        let mut resolved: Vec<serde_json::Value> = earlier
+            .into_iter()
+            .filter(|f| !current.contains(&id(f)))
+            .collect();
+        resolved.sort_by_key(id);
+        self.baseline = Some(Baseline {
+            file: file.to_string(),
+            new,
+            persisting,
+            resolved,
+        });
     }
 }

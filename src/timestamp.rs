@@ -91,6 +91,14 @@ pub fn format(micros: i64) -> String {
     }
 }
 
+/// RFC 3339 in UTC with all six fractional digits, so that texts sort as the instants do.
+pub fn format_micros(micros: i64) -> String {
+    match DateTime::<Utc>::from_timestamp_micros(micros) {
+        Some(dt) => dt.to_rfc3339_opts(SecondsFormat::Micros, true),
+        None => format!("<out of range: {micros}µs>"),
+    }
+}
+
 pub fn format_opt(micros: Option<i64>) -> String {
     micros.map(format).unwrap_or_default()
 }

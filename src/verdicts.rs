@@ -200,6 +200,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
             col("start_date"),
             col("end_date"),
             col("hostname"),
+            col("pid"),
             col("op_key"),
             object.alias("external_id"),
             verdict.alias("verdict"),

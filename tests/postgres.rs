@@ -341,3 +341,112 @@ fn journal_in_postgres_with_the_recommended_table() {
     assert_eq!(report["summary"]["by_rule"], expected["findings_by_code"]);
     assert_eq!(report["coverage"]["sources"][1]["rows"], 48);
 }
+
+async fn count(postgres: &mut sqlx::PgConnection) -> i64 {
+    use sqlx::Row;
+    sqlx::query("SELECT count(*) FROM ops_sql.onceonly_journal")
+        .fetch_one(postgres)
+        .await
+        .unwrap()
+        .get::<i64, _>(0)
+}
+
+#[test]
+fn sql_repair_script_on_postgres_is_idempotent_with_hostile_values() {
+    let Some(server) = server() else { return };
+    let (scenario, key, id) = crate::plan::hostile_lost_response(false);
+    let url = server.url.replace(
+        "postgresql+psycopg2://airflow@",
+        &format!("postgres://airflow:{}@", server.password),
+    );
+    let sqlite = format!("sqlite://{}", scenario.path("journal.db").display());
+    runtime().block_on(async {
+        use sqlx::{Connection, Row};
+        let mut postgres = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql("DROP SCHEMA IF EXISTS ops_sql CASCADE; CREATE SCHEMA ops_sql; SET search_path = ops_sql")
+            .execute(&mut postgres)
+            .await
+            .unwrap();
+        sqlx::raw_sql(include_str!("../queries/journal/ddl/postgres.sql")).execute(&mut postgres).await.unwrap();
+        let mut source = sqlx::SqliteConnection::connect(&sqlite).await.unwrap();
+        for row in sqlx::query("SELECT * FROM onceonly_journal").fetch_all(&mut source).await.unwrap() {
+            sqlx::query("INSERT INTO ops_sql.onceonly_journal (op_key, dag_id, task_id, map_index, run_id, try_number, phase, payload_hash, recorded_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::timestamptz)")
+                .bind(row.get::<String, _>("op_key"))
+                .bind(row.get::<String, _>("dag_id"))
+                .bind(row.get::<String, _>("task_id"))
+                .bind(row.get::<i64, _>("map_index") as i32)
+                .bind(row.get::<String, _>("run_id"))
+                .bind(row.get::<i64, _>("try_number") as i32)
+                .bind(row.get::<String, _>("phase"))
+                .bind(row.get::<Option<String>, _>("payload_hash"))
+                .bind(row.get::<String, _>("recorded_at"))
+                .execute(&mut postgres)
+                .await
+                .unwrap();
+        }
+    });
+    scenario.edit(
+        "onceonly.toml",
+        "url = \"sqlite:///journal.db\"\ntable = \"onceonly_journal\"",
+        &format!("url = \"{}\"\npassword_env = \"ONCEONLY_TEST_PG_PASSWORD\"\ntable = \"ops_sql.onceonly_journal\"", server.url),
+    );
+    let script_path = scenario.path("repair.sql");
+    let output = scenario.audit(&["--sql", script_path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let script = scenario.read("repair.sql");
+    assert!(!script.contains(&server.password));
+    runtime().block_on(async {
+        use sqlx::{Connection, Row};
+        let mut postgres = sqlx::PgConnection::connect(&url).await.unwrap();
+        let before = count(&mut postgres).await;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(script.clone()))
+            .execute(&mut postgres)
+            .await
+            .unwrap();
+        assert_eq!(count(&mut postgres).await, before + 1);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(script.clone()))
+            .execute(&mut postgres)
+            .await
+            .unwrap();
+        assert_eq!(
+            count(&mut postgres).await,
+            before + 1,
+            "a second run changed the journal"
+        );
+        let row = sqlx::query(
+            "SELECT op_key, external_id FROM ops_sql.onceonly_journal WHERE phase = 'committed'",
+        )
+        .fetch_one(&mut postgres)
+        .await
+        .unwrap();
+        assert_eq!(
+            (row.get::<String, _>(0), row.get::<String, _>(1)),
+            (key.clone(), id.clone())
+        );
+    });
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+
+    // A NUL byte cannot be stored in PostgreSQL text: that action is left to a person.
+    let (with_nul, _, _) = crate::plan::hostile_lost_response(true);
+    with_nul.edit(
+        "onceonly.toml",
+        "url = \"sqlite:///journal.db\"\ntable = \"onceonly_journal\"",
+        &format!("url = \"{}\"\npassword_env = \"ONCEONLY_TEST_PG_PASSWORD\"\ntable = \"ops_sql.onceonly_journal\"", server.url),
+    );
+    runtime().block_on(async {
+        use sqlx::Connection;
+        let mut postgres = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql("DELETE FROM ops_sql.onceonly_journal WHERE phase = 'committed'")
+            .execute(&mut postgres)
+            .await
+            .unwrap();
+    });
+    let nul_script = with_nul.path("repair.sql");
+    with_nul.audit(&["--sql", nul_script.to_str().unwrap()]);
+    let text = with_nul.read("repair.sql");
+    assert!(
+        text.contains("a value holds a NUL byte") && text.contains("-- 0 journal rows"),
+        "{text}"
+    );
+}

@@ -8,6 +8,7 @@ use crate::cells::texts;
 use crate::config::{Config, glob_match};
 use crate::error::{EngineContext, Result};
 use crate::model::{Table, utc};
+use crate::plan::Plan;
 use crate::prepare::{Prepared, ProviderWindow};
 use crate::report::{Coverage, Report, SkippedRule, SourceCoverage, Summary};
 use crate::rules::{self, Rule};
@@ -29,12 +30,20 @@ pub struct AuditOptions {
     pub save_snapshot: Option<std::path::PathBuf>,
     /// Read a saved snapshot instead of the configured sources.
     pub from_snapshot: Option<std::path::PathBuf>,
+    /// Make a repair plan (`Audit::plan`).
+    pub plan: bool,
+    /// An earlier JSON (or NDJSON) report to mark findings new, persisting or resolved against.
+    pub baseline: Option<std::path::PathBuf>,
 }
 
-/// What an audit produced: the report and a verdict for every operation try.
+/// What an audit produced: the report, a verdict for every operation try, and the repair plan
+/// when one was asked for.
 pub struct Audit {
     pub report: Report,
     pub verdicts: DataFrame,
+    pub plan: Option<Plan>,
+    /// The joined frames the rules read, for commands that show them (`trace`).
+    pub prepared: Prepared,
 }
 
 pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
@@ -145,15 +154,61 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
         warnings: tables.warnings.clone(),
     };
     let summary = Summary::new(&findings, verdict_counts);
+    let plan = match options.plan {
+        true => Some(crate::plan::build(
+            &findings,
+            &prepared,
+            sources::saved::fingerprint(tables)?,
+        )?),
+        false => None,
+    };
+    let mut report = Report {
+        format_version: crate::report::FORMAT_VERSION,
+        coverage,
+        summary,
+        findings,
+        baseline: None,
+    };
+    if let Some(path) = &options.baseline {
+        report.compare(&path.display().to_string(), earlier_findings(path)?);
+    }
     Ok(Audit {
-        report: Report {
-            format_version: crate::report::FORMAT_VERSION,
-            coverage,
-            summary,
-            findings,
-        },
+        report,
         verdicts,
+        plan,
+        prepared,
     })
+}
+
+/// The findings of an earlier report, JSON (`--format json`) or NDJSON (`--format ndjson`).
+fn earlier_findings(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| crate::error::Error::io(&shown, err))?;
+    let not_a_report = |detail: String| {
+        crate::error::Error::input(
+            crate::error::Location::source(&shown),
+            format!("not an onceonly report (--format json or ndjson): {detail}"),
+        )
+    };
+    if let Ok(report) = serde_json::from_str::<serde_json::Value>(&text) {
+        return match report.get("findings").and_then(|f| f.as_array()) {
+            Some(findings) => Ok(findings.clone()),
+            None => Err(not_a_report("it has no `findings` list".into())),
+        };
+    }
+    let mut findings = Vec::new();
+    for (index, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+    {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .map_err(|err| not_a_report(format!("line {}: {err}", index + 1)))?;
+        if value["type"] == "finding" {
+            findings.push(value);
+        }
+    }
+    Ok(findings)
 }
 
 fn dag_matches(pattern: &str) -> Expr {

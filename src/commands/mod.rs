@@ -2,4 +2,6 @@
 
 pub mod audit;
 pub mod demo;
+pub mod mock_provider;
 pub mod rule;
+pub mod trace;

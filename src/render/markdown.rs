@@ -36,7 +36,7 @@ pub fn render(report: &Report) -> String {
 }
 
 /// Keeps provider and Airflow strings from breaking out of a table cell or becoming markup.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
         match ch {

@@ -2,7 +2,11 @@
 
 mod csv;
 mod markdown;
+pub mod metrics;
+pub mod plan;
 mod table;
+pub mod timeline;
+pub mod trace;
 
 use std::fmt::Write as _;
 

@@ -6,7 +6,6 @@
 use std::fmt;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::error::Result;
 use crate::prepare::Prepared;
@@ -186,6 +185,9 @@ pub struct Finding {
     pub op_key: Option<String>,
     pub message: String,
     pub evidence: Evidence,
+    /// Against `--baseline`: `new` or `persisting` (resolved ones are listed in the report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<&'static str>,
 }
 
 /// The parts of a finding a rule decides; [`FindingDraft::finish`] adds identity and rule.
@@ -202,34 +204,26 @@ pub struct FindingDraft {
 impl FindingDraft {
     pub fn finish(self, code: &'static str, rule: &'static str, severity: Severity) -> Finding {
         let evidence = self.evidence.normalized();
-        let mut hasher = Sha256::new();
-        for part in [
-            code,
+        // What the finding is about: its rule, key, operation and interval, and the objects
+        // and keys it names. Tries only where nothing else identifies it (C001), so a later
+        // retry of the same problem is the same finding, night after night.
+        let tries: &[String] = if evidence.external_ids.is_empty() && evidence.keys.is_empty() {
+            &evidence.tries
+        } else {
+            &[]
+        };
+        let parts = [
             self.op_key.as_deref().unwrap_or(""),
             self.operation.as_deref().unwrap_or(""),
             self.interval.as_deref().unwrap_or(""),
-        ] {
-            hasher.update(part.as_bytes());
-            hasher.update([0]);
-        }
-        for id in evidence
-            .external_ids
-            .iter()
-            .chain(&evidence.keys)
-            .chain(&evidence.tries)
-            .chain(&evidence.run_ids)
-        {
-            hasher.update(id.as_bytes());
-            hasher.update([0]);
-        }
-        let digest = hasher.finalize();
-        let id = format!(
-            "{code}-{}",
-            digest
-                .iter()
-                .take(6)
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
+        ];
+        let id = crate::identity::stable_id(
+            code,
+            parts
+                .into_iter()
+                .chain(evidence.external_ids.iter().map(String::as_str))
+                .chain(evidence.keys.iter().map(String::as_str))
+                .chain(tries.iter().map(String::as_str)),
         );
         Finding {
             id,
@@ -242,6 +236,7 @@ impl FindingDraft {
             op_key: self.op_key,
             message: self.message,
             evidence,
+            baseline: None,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod airflow_db;
 pub mod database;
 pub mod journal_db;
 mod pickle;
+pub mod provider_http;
 pub mod saved;
 pub mod snapshot;
 
@@ -57,6 +58,14 @@ pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
             let read = runtime()?.block_on(airflow_api::read(api, filter))?;
             warnings.extend(read.warnings);
             Ok(read.attempts)
+        }
+        // Unbounded until the audit passes its provider window (earliest try start minus
+        // slack to latest try end plus slack) here; see provider_http::Window.
+        Source::Listing(api) => {
+            let listed = runtime()?
+                .block_on(provider_http::list(api, provider_http::Window::unbounded()))?;
+            warnings.extend(listed.coverage.warnings);
+            Ok(listed.provider)
         }
     };
     let journal_mapping = snapshot::Mapping {

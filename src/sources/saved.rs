@@ -55,6 +55,25 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+fn parquet_bytes(frame: &DataFrame) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    ParquetWriter::new(&mut bytes)
+        .with_statistics(StatisticsOptions::empty())
+        .finish(&mut frame.clone())
+        .engine("writing a snapshot table")?;
+    Ok(bytes)
+}
+
+/// The inputs' fingerprint: the content hash a snapshot of these tables would have, so a plan
+/// made from a snapshot and the snapshot's manifest quote the same value.
+pub fn fingerprint(tables: &Tables) -> Result<String> {
+    let hashes: Vec<String> = Table::ALL
+        .iter()
+        .map(|table| parquet_bytes(tables.get(*table)).map(|bytes| sha256_hex(&bytes)))
+        .collect::<Result<_>>()?;
+    Ok(sha256_hex(hashes.join("\n").as_bytes()))
+}
+
 fn content_hash(tables: &BTreeMap<String, TableEntry>) -> String {
     let joined: String = Table::ALL
         .iter()
@@ -71,12 +90,8 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
     std::fs::create_dir_all(dir).map_err(|err| Error::io(&shown, err))?;
     let mut entries = BTreeMap::new();
     for table in Table::ALL {
-        let mut frame = tables.get(table).clone();
-        let mut bytes = Vec::new();
-        ParquetWriter::new(&mut bytes)
-            .with_statistics(StatisticsOptions::empty())
-            .finish(&mut frame)
-            .engine("writing a snapshot table")?;
+        let frame = tables.get(table);
+        let bytes = parquet_bytes(frame)?;
         let file = format!("{}.parquet", table.name());
         crate::output::file(&dir.join(&file), &bytes)?;
         entries.insert(

@@ -1,0 +1,54 @@
+"""The nightly onceonly audit as an Airflow DAG.
+
+Every night it audits the tries that ran during the previous day, keeps the report, and
+compares it with the previous night's report: the task fails only when a finding is *new*
+(`--fail-on-new`), so a known problem that is being worked on does not page anyone twice.
+It also writes metrics for node_exporter's textfile collector and a repair plan and SQL
+script beside the report for whoever picks the failure up.
+
+Set ONCEONLY_CONFIG to the onceonly.toml of the installation and ONCEONLY_REPORTS to a folder
+the workers share (the previous report must be there the next night).
+"""
+from datetime import datetime, timedelta
+
+try:  # Airflow 3
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.sdk import DAG
+except ImportError:  # Airflow 2
+    from airflow import DAG
+    from airflow.operators.bash import BashOperator
+
+AUDIT = r"""
+set -euo pipefail
+reports="${ONCEONLY_REPORTS:-/var/lib/onceonly}"
+mkdir -p "$reports"
+today="$reports/{{ data_interval_end | ds }}"
+baseline=()
+if [ -f "$reports/latest.json" ]; then
+    baseline=(--baseline "$reports/latest.json" --fail-on-new)
+fi
+status=0
+onceonly audit --config "$ONCEONLY_CONFIG" \
+    --since "{{ data_interval_start | ts }}" --until "{{ data_interval_end | ts }}" \
+    --format json --output "$today.json" \
+    --plan "$today.plan.md" --sql "$today.repair.sql" \
+    --metrics "${ONCEONLY_METRICS:-$reports/onceonly.prom}" \
+    --save-snapshot "$today.evidence" \
+    "${baseline[@]}" || status=$?
+# Exit 2 is an incomplete or unreadable source: no report to compare against tomorrow.
+if [ "$status" -ne 2 ]; then
+    cp "$today.json" "$reports/latest.json"
+fi
+exit "$status"
+"""
+
+with DAG(
+    dag_id="onceonly_nightly_audit",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(minutes=10)},
+    tags=["onceonly", "audit"],
+) as dag:
+    BashOperator(task_id="audit", bash_command=AUDIT)

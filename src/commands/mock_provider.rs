@@ -1,0 +1,762 @@
+//! `onceonly mock-provider`: a provider listing API on loopback, with faults on demand.
+//!
+//! It serves the objects of a provider state file (`{"objects": [{"id", "created", …}]}`, the
+//! format the real-Airflow fixture generator writes; other top-level keys are ignored) at
+//! `GET /exports`, sorted by `created` then `id`, in one of five pagination styles:
+//!
+//! | style | request | body |
+//! |---|---|---|
+//! | `cursor` | `?cursor=T` | `{"data": […], "has_more": b, "next_cursor": T or null}` |
+//! | `link` | the URL of the `Link: <…>; rel="next"` header | `{"data": […]}` |
+//! | `link-body` | the URL in the body | `{"data": […], "links": {"next": URL or null}}` |
+//! | `page` | `?page=N` (from 1) | `{"data": […], "total": n, "page": N}` |
+//! | `offset` | `?offset=N` (from 0) | `{"data": […], "total": n}` |
+//!
+//! Every style takes `limit` (the page size, default `--page-size`) and `created_after` /
+//! `created_before` (RFC 3339 or epoch seconds/milliseconds, both bounds inclusive). Cursors
+//! are keyset cursors (the last object's created time and id), as real cursor APIs use.
+//!
+//! Faults (`--fault KIND@N` on the Nth listing request, `KIND%K` on every Kth, `=VALUE`
+//! for a parameter): `rate-limit` (429 with `Retry-After: VALUE` seconds, default 1),
+//! `rate-limit-date` (the same as an HTTP date), `server-error` (500), `slow` (VALUE ms more,
+//! default 1000), `drop` (the connection closes without an answer), `truncated` (the body
+//! cut in half), `invalid-json` (an HTML error page with status 200), `repeat-cursor` (the
+//! next cursor or link is the one just used), `insert` (VALUE new objects, default 2,
+//! created before all others, appear before the answer: page and offset listings shift),
+//! `change` (one object inserted so, and every object's status becomes `voided`),
+//! `missing-field` (the first object on the page lacks `id`), `mistyped-field` (its
+//! `created` is not a time).
+//!
+//! The server is a small hand-written HTTP/1.1 (one request per connection) over tokio, to
+//! add no dependencies. It only ever binds a loopback address.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::{Error, Location, Result};
+use crate::timestamp;
+
+/// How the mock pages its listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MockPagination {
+    Cursor,
+    Link,
+    LinkBody,
+    Page,
+    Offset,
+}
+
+/// When a fault strikes: on the Nth listing request, or on every Kth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    At(usize),
+    Every(usize),
+}
+
+impl Trigger {
+    fn fires(self, request: usize) -> bool {
+        match self {
+            Trigger::At(n) => request == n,
+            Trigger::Every(k) => request.is_multiple_of(k),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// 429 with `Retry-After` in seconds (`http_date`: as an HTTP date).
+    RateLimit {
+        seconds: u64,
+        http_date: bool,
+    },
+    ServerError,
+    Slow(Duration),
+    Drop,
+    Truncated,
+    InvalidJson,
+    RepeatCursor,
+    Insert(usize),
+    /// One new object before all others, and every object's status becomes `voided`.
+    Change,
+    MissingField,
+    MistypedField,
+}
+
+/// A switchable fault: `rate-limit@3`, `server-error%2`, `slow@2=1500`, `insert@2=3`, ….
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub trigger: Trigger,
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Fault, String> {
+        let usage = || {
+            format!(
+                "{text:?}: write KIND@N (the Nth request) or KIND%K (every Kth), optionally =VALUE; \
+                 KIND is rate-limit, rate-limit-date, server-error, slow, drop, truncated, \
+                 invalid-json, repeat-cursor, insert, change, missing-field or mistyped-field"
+            )
+        };
+        let (head, value) = match text.split_once('=') {
+            Some((head, value)) => (head, Some(value)),
+            None => (text, None),
+        };
+        let (kind, trigger) = if let Some((kind, n)) = head.split_once('@') {
+            (kind, Trigger::At(n.parse().map_err(|_| usage())?))
+        } else if let Some((kind, k)) = head.split_once('%') {
+            (kind, Trigger::Every(k.parse().map_err(|_| usage())?))
+        } else {
+            return Err(usage());
+        };
+        if matches!(trigger, Trigger::At(0) | Trigger::Every(0)) {
+            return Err(format!("{text:?}: requests are counted from 1"));
+        }
+        let number = |default: u64| -> Result<u64, String> {
+            value.map_or(Ok(default), |value| value.parse().map_err(|_| usage()))
+        };
+        let kind = match kind {
+            "rate-limit" => FaultKind::RateLimit {
+                seconds: number(1)?,
+                http_date: false,
+            },
+            "rate-limit-date" => FaultKind::RateLimit {
+                seconds: number(2)?,
+                http_date: true,
+            },
+            "server-error" => FaultKind::ServerError,
+            "slow" => FaultKind::Slow(Duration::from_millis(number(1000)?)),
+            "drop" => FaultKind::Drop,
+            "truncated" => FaultKind::Truncated,
+            "invalid-json" => FaultKind::InvalidJson,
+            "repeat-cursor" => FaultKind::RepeatCursor,
+            "insert" => FaultKind::Insert(number(2)? as usize),
+            "change" => FaultKind::Change,
+            "missing-field" => FaultKind::MissingField,
+            "mistyped-field" => FaultKind::MistypedField,
+            _ => return Err(usage()),
+        };
+        Ok(Fault { kind, trigger })
+    }
+}
+
+/// What the mock serves and how.
+#[derive(Debug, Clone)]
+pub struct MockOptions {
+    /// The provider's objects, as in the state file.
+    pub objects: Vec<Value>,
+    pub pagination: MockPagination,
+    pub page_size: usize,
+    /// Added before every answer.
+    pub latency: Duration,
+    pub faults: Vec<Fault>,
+    /// Appends `METHOD TARGET` for every request to this file.
+    pub request_log: Option<PathBuf>,
+    /// When set, a request without exactly this `Authorization` (or other) header is refused
+    /// with 401: `(header name, value)`.
+    pub require_header: Option<(String, String)>,
+}
+
+impl MockOptions {
+    pub fn new(objects: Vec<Value>, pagination: MockPagination) -> MockOptions {
+        MockOptions {
+            objects,
+            pagination,
+            page_size: 3,
+            latency: Duration::ZERO,
+            faults: Vec::new(),
+            request_log: None,
+            require_header: None,
+        }
+    }
+}
+
+/// Reads the `objects` of a provider state file; each needs an `id` and a `created` time.
+pub fn load_state(path: &Path) -> Result<Vec<Value>> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| Error::io(&shown, err))?;
+    let state: Value = serde_json::from_str(&text).map_err(|err| {
+        Error::input(
+            Location::source(&shown).row(err.line()),
+            format!("not valid JSON: {err}"),
+        )
+    })?;
+    let objects = state
+        .get("objects")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            Error::input(
+                Location::source(&shown),
+                "a provider state file holds {\"objects\": [...]}",
+            )
+        })?;
+    for (index, object) in objects.iter().enumerate() {
+        if object.get("id").and_then(Value::as_str).is_none() || created(object).is_none() {
+            return Err(Error::input(
+                Location::source(&shown).row(index + 1),
+                "each object needs a text `id` and a `created` time",
+            ));
+        }
+    }
+    Ok(objects.clone())
+}
+
+fn created(object: &Value) -> Option<i64> {
+    match object.get("created")? {
+        Value::String(text) => timestamp::parse(text),
+        Value::Number(number) => number.as_f64().and_then(timestamp::from_epoch_number),
+        _ => None,
+    }
+}
+
+/// A running mock: its address, the requests it saw, and a handle that stops it.
+pub struct MockProvider {
+    pub addr: SocketAddr,
+    state: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockProvider {
+    /// The listing endpoint.
+    pub fn url(&self) -> String {
+        format!("http://{}/exports", self.addr)
+    }
+
+    /// Every request so far, `METHOD TARGET`, in arrival order.
+    pub fn requests(&self) -> Vec<String> {
+        self.state.log.lock().expect("log lock").clone()
+    }
+
+    /// Stops the server and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for MockProvider {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Shared {
+    options: MockOptions,
+    /// (created, id, object), sorted; faults may insert.
+    objects: Mutex<Vec<(i64, String, Value)>>,
+    requests: Mutex<usize>,
+    inserted: Mutex<usize>,
+    log: Mutex<Vec<String>>,
+    addr: SocketAddr,
+}
+
+/// Starts the mock on `127.0.0.1:port` (0: a free port) in a thread of its own, so tests and
+/// the demo can use it from synchronous code.
+pub fn start(options: MockOptions, port: u16) -> Result<MockProvider> {
+    start_on(SocketAddr::from(([127, 0, 0, 1], port)), options)
+}
+
+fn start_on(addr: SocketAddr, options: MockOptions) -> Result<MockProvider> {
+    if !addr.ip().is_loopback() {
+        return Err(Error::usage(
+            "--bind",
+            format!("{}: the mock provider only listens on loopback", addr.ip()),
+        ));
+    }
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|err| Error::io(format!("binding {addr}"), err))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|err| Error::io(format!("binding {addr}"), err))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|err| Error::io(format!("binding {addr}"), err))?;
+    let mut objects: Vec<(i64, String, Value)> = options
+        .objects
+        .iter()
+        .filter_map(|object| {
+            Some((
+                created(object)?,
+                object.get("id")?.as_str()?.to_string(),
+                object.clone(),
+            ))
+        })
+        .collect();
+    objects.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let state = Arc::new(Shared {
+        options,
+        objects: Mutex::new(objects),
+        requests: Mutex::new(0),
+        inserted: Mutex::new(0),
+        log: Mutex::new(Vec::new()),
+        addr,
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|err| Error::io("the mock provider's runtime", err))?;
+    let served = state.clone();
+    let thread = std::thread::Builder::new()
+        .name("mock-provider".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = TcpListener::from_std(listener) else {
+                    return;
+                };
+                let accept = async {
+                    loop {
+                        let Ok((stream, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let state = served.clone();
+                        tokio::spawn(async move {
+                            let _ = serve(stream, &state).await;
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+            runtime.shutdown_timeout(Duration::from_millis(100));
+        })
+        .map_err(|err| Error::io("the mock provider's thread", err))?;
+    Ok(MockProvider {
+        addr,
+        state,
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}
+
+/// The `mock-provider` subcommand: serve until interrupted.
+pub fn run(state_file: &Path, bind: &str, port: u16, mut options: MockOptions) -> Result<()> {
+    let ip: IpAddr = bind.parse().map_err(|_| {
+        Error::usage(
+            "--bind",
+            format!("{bind:?} is not an IP address (use 127.0.0.1)"),
+        )
+    })?;
+    if !ip.is_loopback() {
+        return Err(Error::usage(
+            "--bind",
+            format!("{ip}: the mock provider only listens on loopback"),
+        ));
+    }
+    options.objects = load_state(state_file)?;
+    let count = options.objects.len();
+    let mock = start_on(SocketAddr::new(ip, port), options)?;
+    crate::output::stdout(&format!("{}\n", mock.url()))?;
+    let _ = std::io::stdout().flush();
+    eprintln!(
+        "mock provider: {count} objects from {} on {} (Ctrl-C stops it)",
+        state_file.display(),
+        mock.url()
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Error::io("the async runtime", err))?
+        .block_on(async {
+            let _ = tokio::signal::ctrl_c().await;
+        });
+    mock.stop();
+    Ok(())
+}
+
+/// One connection: one request, one answer (or a fault), then close.
+async fn serve(mut stream: TcpStream, state: &Shared) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 || head.len() > 64 * 1024 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buffer[..read]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next().unwrap_or("").split_whitespace();
+    let method = request_line.next().unwrap_or("").to_string();
+    let target = request_line.next().unwrap_or("").to_string();
+    let headers: Vec<(String, String)> = lines
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        })
+        .collect();
+    let entry = format!("{method} {target}");
+    state.log.lock().expect("log lock").push(entry.clone());
+    if let Some(path) = &state.options.request_log
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(file, "{entry}");
+    }
+
+    let answer = answer(state, &method, &target, &headers);
+    if !state.options.latency.is_zero() {
+        tokio::time::sleep(state.options.latency).await;
+    }
+    if let Some(extra) = answer.delay {
+        tokio::time::sleep(extra).await;
+    }
+    if answer.drop {
+        return Ok(());
+    }
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        answer.status,
+        reason(answer.status),
+        answer.content_type,
+        answer.body.len()
+    );
+    for (name, value) in &answer.headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str("\r\n");
+    stream.write_all(out.as_bytes()).await?;
+    stream.write_all(&answer.body).await?;
+    stream.shutdown().await
+}
+
+struct Answer {
+    status: u16,
+    content_type: &'static str,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    delay: Option<Duration>,
+    drop: bool,
+}
+
+impl Answer {
+    fn json(status: u16, body: &Value) -> Answer {
+        Answer {
+            status,
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: body.to_string().into_bytes(),
+            delay: None,
+            drop: false,
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        _ => "",
+    }
+}
+
+fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String)]) -> Answer {
+    let error = |status: u16, message: &str| Answer::json(status, &json!({ "error": message }));
+    if method != "GET" {
+        return error(405, "the listing is read with GET");
+    }
+    let Ok(url) = reqwest::Url::parse(&format!("http://{}{target}", state.addr)) else {
+        return error(400, "bad request target");
+    };
+    if url.path() != "/exports" {
+        return error(404, "the listing is at /exports");
+    }
+    if let Some((name, value)) = &state.options.require_header {
+        let given = headers
+            .iter()
+            .find(|(header, _)| header.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value);
+        if given != Some(value) {
+            return error(401, "missing or wrong credentials");
+        }
+    }
+    let request = {
+        let mut requests = state.requests.lock().expect("requests lock");
+        *requests += 1;
+        *requests
+    };
+    let faults: Vec<FaultKind> = state
+        .options
+        .faults
+        .iter()
+        .filter(|fault| fault.trigger.fires(request))
+        .map(|fault| fault.kind)
+        .collect();
+
+    let mut delay = None;
+    for fault in &faults {
+        match *fault {
+            FaultKind::RateLimit { seconds, http_date } => {
+                let value = if http_date {
+                    (chrono::Utc::now() + chrono::Duration::seconds(seconds as i64))
+                        .format("%a, %d %b %Y %H:%M:%S GMT")
+                        .to_string()
+                } else {
+                    seconds.to_string()
+                };
+                let mut answer = error(429, "slow down");
+                answer.headers.push(("Retry-After".into(), value));
+                return answer;
+            }
+            FaultKind::ServerError => return error(500, "internal error"),
+            FaultKind::Drop => {
+                let mut answer = error(500, "dropped");
+                answer.drop = true;
+                return answer;
+            }
+            FaultKind::Slow(extra) => delay = Some(extra),
+            FaultKind::Insert(count) => insert(state, count),
+            FaultKind::Change => {
+                insert(state, 1);
+                for (_, _, object) in state.objects.lock().expect("objects lock").iter_mut() {
+                    object["status"] = json!("voided");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let params: BTreeMap<String, String> = url.query_pairs().into_owned().collect();
+    let mut answer = match listing(
+        state,
+        &url,
+        &params,
+        faults.contains(&FaultKind::RepeatCursor),
+    ) {
+        Ok(answer) => answer,
+        Err(message) => return error(400, &message),
+    };
+    answer.delay = delay;
+    let damage =
+        faults.contains(&FaultKind::MissingField) || faults.contains(&FaultKind::MistypedField);
+    if damage {
+        let mut body: Value = serde_json::from_slice(&answer.body).expect("the mock's own JSON");
+        if let Some(object) = body["data"].get_mut(0).and_then(Value::as_object_mut) {
+            if faults.contains(&FaultKind::MissingField) {
+                object.remove("id");
+            }
+            if faults.contains(&FaultKind::MistypedField) {
+                object.insert("created".into(), json!("not a time"));
+            }
+        }
+        answer.body = body.to_string().into_bytes();
+    }
+    if faults.contains(&FaultKind::Truncated) {
+        let half = answer.body.len() / 2;
+        answer.body.truncate(half);
+    }
+    if faults.contains(&FaultKind::InvalidJson) {
+        answer.content_type = "text/html";
+        answer.body = b"<html><body><h1>Service temporarily overloaded</h1></body></html>".to_vec();
+    }
+    answer
+}
+
+/// New objects created before all others: a page or offset listing in progress shifts.
+fn insert(state: &Shared, count: usize) {
+    let mut objects = state.objects.lock().expect("objects lock");
+    let mut inserted = state.inserted.lock().expect("inserted lock");
+    let earliest = objects.first().map(|o| o.0).unwrap_or(0);
+    for _ in 0..count {
+        *inserted += 1;
+        let micros = earliest - 1_000_000;
+        let id = format!("exp_inserted_{:04}", *inserted);
+        let object = json!({
+            "id": id,
+            "created": micros / 1_000_000,
+            "status": "live",
+            "idempotency_key": format!("inserted:{}", *inserted),
+            "payload_sha256": null,
+            "metadata": {},
+        });
+        objects.insert(0, (micros, id, object));
+    }
+}
+
+fn listing(
+    state: &Shared,
+    url: &reqwest::Url,
+    params: &BTreeMap<String, String>,
+    repeat_cursor: bool,
+) -> Result<Answer, String> {
+    let bound = |name: &str| -> Result<Option<i64>, String> {
+        match params.get(name) {
+            None => Ok(None),
+            Some(text) => timestamp::parse(text)
+                .map(Some)
+                .ok_or_else(|| format!("{name}={text:?} is not a time")),
+        }
+    };
+    let after = bound("created_after")?;
+    let before = bound("created_before")?;
+    let limit = match params.get("limit") {
+        None => state.options.page_size,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("limit={text:?} is not a page size"))?,
+    };
+    let objects = state.objects.lock().expect("objects lock");
+    let selected: Vec<&(i64, String, Value)> = objects
+        .iter()
+        .filter(|(created, _, _)| {
+            after.is_none_or(|a| *created >= a) && before.is_none_or(|b| *created <= b)
+        })
+        .collect();
+    let total = selected.len();
+    let data = |page: &[&(i64, String, Value)]| -> Vec<Value> {
+        page.iter().map(|(_, _, object)| object.clone()).collect()
+    };
+    let number = |name: &str, default: usize| -> Result<usize, String> {
+        match params.get(name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse()
+                .map_err(|_| format!("{name}={text:?} is not a number")),
+        }
+    };
+    match state.options.pagination {
+        MockPagination::Page | MockPagination::Offset => {
+            let (start, mut body) = if state.options.pagination == MockPagination::Page {
+                let page = number("page", 1)?;
+                if page == 0 {
+                    return Err("pages are numbered from 1".into());
+                }
+                ((page - 1) * limit, json!({ "page": page }))
+            } else {
+                (number("offset", 0)?, json!({}))
+            };
+            let page: Vec<_> = selected.iter().skip(start).take(limit).copied().collect();
+            body["data"] = Value::Array(data(&page));
+            body["total"] = json!(total);
+            Ok(Answer::json(200, &body))
+        }
+        MockPagination::Cursor | MockPagination::Link | MockPagination::LinkBody => {
+            let given = params.get("cursor");
+            let start = match given {
+                None => 0,
+                Some(cursor) => {
+                    let (micros, id) = cursor
+                        .split_once('~')
+                        .and_then(|(micros, id)| Some((micros.parse::<i64>().ok()?, id)))
+                        .ok_or_else(|| format!("cursor={cursor:?} is not a cursor of mine"))?;
+                    selected
+                        .iter()
+                        .position(|(created, other, _)| (*created, other.as_str()) > (micros, id))
+                        .unwrap_or(selected.len())
+                }
+            };
+            let page: Vec<_> = selected.iter().skip(start).take(limit).copied().collect();
+            let more = start + page.len() < selected.len();
+            let next = if repeat_cursor && given.is_some() {
+                given.cloned()
+            } else if more {
+                page.last()
+                    .map(|(created, id, _)| format!("{created}~{id}"))
+            } else {
+                None
+            };
+            let next_url = next.as_ref().map(|cursor| {
+                let mut next = url.clone();
+                let pairs: Vec<(String, String)> = params
+                    .iter()
+                    .filter(|(name, _)| *name != "cursor")
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect();
+                next.query_pairs_mut()
+                    .clear()
+                    .extend_pairs(pairs)
+                    .append_pair("cursor", cursor);
+                next.to_string()
+            });
+            let data = Value::Array(data(&page));
+            match state.options.pagination {
+                MockPagination::Cursor => Ok(Answer::json(
+                    200,
+                    &json!({ "data": data, "has_more": next.is_some(), "next_cursor": next }),
+                )),
+                MockPagination::LinkBody => Ok(Answer::json(
+                    200,
+                    &json!({ "data": data, "links": { "next": next_url } }),
+                )),
+                _ => {
+                    let mut answer = Answer::json(200, &json!({ "data": data }));
+                    if let Some(next_url) = next_url {
+                        answer
+                            .headers
+                            .push(("Link".into(), format!("<{next_url}>; rel=\"next\"")));
+                    }
+                    Ok(answer)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_specs() {
+        assert_eq!(
+            "rate-limit@3=2".parse::<Fault>(),
+            Ok(Fault {
+                kind: FaultKind::RateLimit {
+                    seconds: 2,
+                    http_date: false
+                },
+                trigger: Trigger::At(3)
+            })
+        );
+        assert_eq!(
+            "server-error%1".parse::<Fault>().map(|f| f.trigger),
+            Ok(Trigger::Every(1))
+        );
+        assert!("server-error".parse::<Fault>().is_err());
+        assert!("nope@1".parse::<Fault>().is_err());
+        assert!("drop@0".parse::<Fault>().is_err());
+    }
+
+    #[test]
+    fn refuses_other_addresses() {
+        let options = MockOptions::new(Vec::new(), MockPagination::Page);
+        let err = start_on("0.0.0.0:0".parse().unwrap(), options)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("loopback"), "{err}");
+    }
+}

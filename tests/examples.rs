@@ -1,0 +1,114 @@
+//! examples/airflow: the nightly audit DAG parses in a real Airflow, and its script behaves as
+//! a nightly job should when run twice.
+
+use std::process::Command;
+
+use crate::scenario::{Scenario, fixtures};
+
+fn dag_file() -> String {
+    std::fs::read_to_string(fixtures().join("../examples/airflow/onceonly_nightly_audit.py"))
+        .unwrap()
+}
+
+#[test]
+fn the_nightly_dag_imports_in_real_airflow() {
+    let Ok(python) = std::env::var("ONCEONLY_TEST_AIRFLOW_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide Airflow: source .ci/postgres.sh first"
+        );
+        eprintln!("DagBag check not run: no ONCEONLY_TEST_AIRFLOW_PYTHON");
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let check = "from airflow.models.dagbag import DagBag\n\
+                 bag = DagBag('examples/airflow')\n\
+                 assert not bag.import_errors, bag.import_errors\n\
+                 dag = bag.dags['onceonly_nightly_audit']\n\
+                 assert [t.task_id for t in dag.tasks] == ['audit'], dag.tasks\n\
+                 print('ok')";
+    let output = Command::new(python)
+        .args(["-c", check])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("AIRFLOW_HOME", home.path())
+        .env("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The DAG's bash script with Airflow's template values filled in for one night.
+fn script_for(night: &str, next: &str) -> String {
+    let text = dag_file();
+    let start = text.find("AUDIT = r\"\"\"").unwrap() + "AUDIT = r\"\"\"".len();
+    let end = start + text[start..].find("\"\"\"").unwrap();
+    text[start..end]
+        .replace("{{ data_interval_end | ds }}", &next[..10])
+        .replace("{{ data_interval_start | ts }}", night)
+        .replace("{{ data_interval_end | ts }}", next)
+}
+
+#[test]
+fn the_nightly_script_fails_on_new_findings_only() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let reports = scenario.path("reports");
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_onceonly"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        binary.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let night = |script: String| {
+        Command::new("bash")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env("ONCEONLY_CONFIG", scenario.config())
+            .env("ONCEONLY_REPORTS", &reports)
+            .output()
+            .unwrap()
+    };
+    // The fixture's runs happened on 2026-11-29.
+    let first = night(script_for(
+        "2026-11-29T00:00:00+00:00",
+        "2026-11-30T00:00:00+00:00",
+    ));
+    assert_eq!(
+        first.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    for file in [
+        "2026-11-30.json",
+        "2026-11-30.plan.md",
+        "2026-11-30.repair.sql",
+        "onceonly.prom",
+        "latest.json",
+        "2026-11-30.evidence/manifest.json",
+    ] {
+        assert!(reports.join(file).exists(), "{file} missing");
+    }
+    // The next night nothing new happened: the known findings do not fail the job again.
+    let second = night(script_for(
+        "2026-11-29T00:00:00+00:00",
+        "2026-11-30T00:00:00+00:00",
+    ));
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("latest.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["baseline"]["new"], 0);
+    assert_eq!(report["baseline"]["persisting"], 12);
+}

@@ -1,0 +1,719 @@
+//! The provider listing client against the mock provider on loopback: every pagination style,
+//! the created-at window, and every fault either recovered from or reported as incomplete.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use onceonly::commands::mock_provider::{self, Fault, MockOptions, MockPagination, MockProvider};
+use onceonly::config::{Config, Source};
+use onceonly::error::Error;
+use onceonly::sources::provider_http::{self, Listed, ProviderApi, Window};
+use serde_json::{Value, json};
+
+use crate::scenario::{Scenario, fixtures, stderr, stdout};
+
+const STYLES: [MockPagination; 5] = [
+    MockPagination::Cursor,
+    MockPagination::Link,
+    MockPagination::LinkBody,
+    MockPagination::Page,
+    MockPagination::Offset,
+];
+
+fn state_file() -> std::path::PathBuf {
+    fixtures().join("airflow/out/airflow-3.3.2/provider_state.json")
+}
+
+fn state() -> Vec<Value> {
+    mock_provider::load_state(&state_file()).expect("the fixture's provider state")
+}
+
+/// The `[provider]` table that lists the mock in `style`, plus `extra` lines.
+fn provider_table(url: &str, style: MockPagination, extra: &str) -> String {
+    let pagination = match style {
+        MockPagination::Cursor => "pagination = \"cursor\"",
+        MockPagination::Link => "pagination = \"link\"",
+        MockPagination::LinkBody => "pagination = \"link\"\nnext_url = \"links.next\"",
+        MockPagination::Page => "pagination = \"page\"\ntotal = \"total\"",
+        MockPagination::Offset => "pagination = \"offset\"",
+    };
+    let text = format!(
+        r#"[provider]
+url = "{url}"
+{pagination}
+page_size = 3
+items = "data"
+created_after_param = "created_after"
+created_before_param = "created_before"
+time_format = "epoch_seconds"
+requests_per_second = 500
+retries = 3
+backoff = "50ms"
+timeout = "5s"
+deadline = "30s"
+void_statuses = ["cancelled"]
+{extra}
+
+[provider.fields]
+external_id = "id"
+op_key = "idempotency_key"
+created_at = "created"
+payload_hash = "payload_sha256"
+interval_start = "metadata.interval_start"
+interval_end = "metadata.interval_end"
+"#
+    );
+    // A key in `extra` replaces the default one above.
+    let overridden = |line: &str| {
+        line.split_once(" = ").is_some_and(|(key, _)| {
+            extra
+                .lines()
+                .any(|given| given.starts_with(&format!("{key} = ")))
+                && !extra.contains(line)
+        })
+    };
+    text.lines()
+        .filter(|line| !overridden(line))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+fn api(url: &str, style: MockPagination, extra: &str) -> ProviderApi {
+    let text = format!(
+        "[airflow]\nsnapshot = \"a.csv\"\n[journal]\nsnapshot = \"j.csv\"\n{}\n[[operation]]\ndag_id = \"*\"\ntask_id = \"export\"\n",
+        provider_table(url, style, extra)
+    );
+    let config = Config::parse(&text, Path::new("/nowhere/onceonly.toml")).expect("config");
+    match config.provider.source {
+        Source::Listing(api) => *api,
+        other => panic!("not a listing: {other:?}"),
+    }
+}
+
+fn mock(objects: Vec<Value>, style: MockPagination, faults: &[&str]) -> MockProvider {
+    let mut options = MockOptions::new(objects, style);
+    options.faults = faults
+        .iter()
+        .map(|fault| fault.parse::<Fault>().expect("fault"))
+        .collect();
+    mock_provider::start(options, 0).expect("mock provider")
+}
+
+fn list(mock: &MockProvider, style: MockPagination, extra: &str, window: Window) -> Listed {
+    provider_http::list_blocking(&api(&mock.url(), style, extra), window)
+        .unwrap_or_else(|err| panic!("{style:?}: {err}"))
+}
+
+fn incomplete(mock: &MockProvider, style: MockPagination, extra: &str) -> String {
+    match provider_http::list_blocking(&api(&mock.url(), style, extra), Window::unbounded()) {
+        Err(Error::Incomplete {
+            source_name,
+            reason,
+        }) => {
+            assert_eq!(source_name, format!("provider listing {}", mock.url()));
+            reason
+        }
+        Err(other) => panic!("{style:?}: not an incomplete listing: {other}"),
+        Ok(listed) => panic!(
+            "{style:?}: the listing completed with {} objects",
+            listed.provider.height()
+        ),
+    }
+}
+
+/// The listed table, one line per object, to compare with the state.
+fn listed_rows(listed: &Listed) -> Vec<String> {
+    let df = &listed.provider;
+    let texts = |name: &str| onceonly::cells::texts(df, name).expect(name);
+    let ints = |name: &str| onceonly::cells::ints(df, name).expect(name);
+    let (ids, keys, statuses, hashes) = (
+        texts("external_id"),
+        texts("op_key"),
+        texts("status"),
+        texts("payload_hash"),
+    );
+    let (created, start, end) = (
+        ints("created_at"),
+        ints("interval_start"),
+        ints("interval_end"),
+    );
+    let mut rows: Vec<String> = (0..df.height())
+        .map(|i| {
+            format!(
+                "{:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                ids[i], keys[i], created[i], statuses[i], hashes[i], start[i], end[i]
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The same lines computed from state objects directly.
+fn expected_rows(objects: &[Value]) -> Vec<String> {
+    let time = |value: &Value| -> Option<i64> {
+        match value {
+            Value::Number(n) => onceonly::timestamp::from_epoch_number(n.as_f64()?),
+            Value::String(text) => onceonly::timestamp::parse(text),
+            _ => None,
+        }
+    };
+    let text = |value: &Value| value.as_str().map(str::to_string);
+    let mut rows: Vec<String> = objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                text(&o["id"]),
+                text(&o["idempotency_key"]),
+                time(&o["created"]),
+                text(&o["status"]),
+                text(&o["payload_sha256"]),
+                time(&o["metadata"]["interval_start"]),
+                time(&o["metadata"]["interval_end"]),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn every_pagination_style_lists_exactly_the_state() {
+    let objects = state();
+    let expected = expected_rows(&objects);
+    assert_eq!(expected.len(), 20);
+    for style in STYLES {
+        let mock = mock(objects.clone(), style, &[]);
+        let listed = list(&mock, style, "", Window::unbounded());
+        assert_eq!(listed_rows(&listed), expected, "{style:?}");
+        // 20 objects, 3 a page: 7 pages.
+        assert!(
+            listed.coverage.pages >= 7,
+            "{style:?}: {:?}",
+            listed.coverage
+        );
+        assert_eq!(listed.coverage.repeated, 0, "{style:?}");
+        let raw = onceonly::cells::texts(&listed.provider, "raw").unwrap();
+        let first: Value = serde_json::from_str(raw[0].as_deref().unwrap()).unwrap();
+        assert!(first["metadata"].is_object(), "raw keeps the whole object");
+        for request in mock.requests() {
+            assert!(request.starts_with("GET /exports"), "{request}");
+        }
+    }
+}
+
+/// Objects an hour apart, for window tests.
+fn hourly(count: usize) -> Vec<Value> {
+    let start = 1_795_000_000i64;
+    (0..count)
+        .map(|i| {
+            json!({
+                "id": format!("exp_{i:03}"),
+                "created": start + 3600 * i as i64,
+                "status": if i % 7 == 3 { "cancelled" } else { "live" },
+                "idempotency_key": format!("key:{i}"),
+                "payload_sha256": format!("{i:064x}"),
+                "metadata": {"interval_start": start + 3600 * i as i64},
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn created_window_is_listed_exactly_in_every_style() {
+    let objects = hourly(40);
+    let micros = |i: i64| (1_795_000_000 + 3600 * i) * 1_000_000;
+    let window = Window {
+        from: Some(micros(5)),
+        to: Some(micros(20)),
+    };
+    let expected = expected_rows(&objects[5..=20]);
+    for style in STYLES {
+        let mock = mock(objects.clone(), style, &[]);
+        // Cursor and link listings are split into slices of the window and read concurrently.
+        let listed = list(&mock, style, "concurrency = 4\nsub_windows = 5", window);
+        assert_eq!(listed_rows(&listed), expected, "{style:?}");
+        assert_eq!(listed.coverage.window, window);
+        let split = matches!(style, MockPagination::Page | MockPagination::Offset);
+        assert_eq!(listed.coverage.sub_windows, if split { 1 } else { 5 });
+        let bounded = mock
+            .requests()
+            .iter()
+            .all(|r| r.contains("created_after=") && r.contains("created_before="));
+        assert!(bounded, "{:?}", mock.requests());
+    }
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried() {
+    let objects = state();
+    let expected = expected_rows(&objects);
+    for (style, faults) in [
+        (MockPagination::Cursor, vec!["rate-limit@2=1"]),
+        (MockPagination::Page, vec!["rate-limit-date@3=2"]),
+        (
+            MockPagination::Link,
+            vec!["server-error@2", "server-error@3", "server-error@5"],
+        ),
+        (MockPagination::Offset, vec!["drop@2", "server-error@4"]),
+        (MockPagination::LinkBody, vec!["slow@3=400"]),
+    ] {
+        let mock = mock(objects.clone(), style, &faults);
+        let started = std::time::Instant::now();
+        let listed = list(&mock, style, "", Window::unbounded());
+        assert_eq!(listed_rows(&listed), expected, "{style:?} {faults:?}");
+        if faults[0].starts_with("rate-limit") {
+            // Retry-After is honoured: the retry waited for it.
+            assert!(
+                started.elapsed() >= std::time::Duration::from_millis(900),
+                "{faults:?}"
+            );
+            assert!(listed.coverage.retries >= 1);
+        }
+        if faults[0].starts_with("server-error") {
+            assert_eq!(listed.coverage.retries, 3, "{faults:?}");
+        }
+    }
+}
+
+#[test]
+fn a_request_that_times_out_is_retried() {
+    let objects = state();
+    let mock = mock(objects.clone(), MockPagination::Page, &["slow@2=1500"]);
+    let listed = list(
+        &mock,
+        MockPagination::Page,
+        "timeout = \"400ms\"\nconcurrency = 1",
+        Window::unbounded(),
+    );
+    assert_eq!(listed_rows(&listed), expected_rows(&objects));
+    assert_eq!(listed.coverage.retries, 1, "{:?}", listed.coverage);
+}
+
+#[test]
+fn objects_inserted_mid_listing_are_counted_once() {
+    let objects = state();
+    let expected = expected_rows(&objects);
+    for style in [MockPagination::Page, MockPagination::Offset] {
+        // Two new objects appear before all others while page 3 is asked for: the rest of
+        // the listing shifts and objects of page 2 come again on page 3.
+        let mock = mock(objects.clone(), style, &["insert@3=2"]);
+        let listed = list(&mock, style, "concurrency = 1", Window::unbounded());
+        assert_eq!(listed_rows(&listed), expected, "{style:?}");
+        assert_eq!(listed.coverage.repeated, 2, "{style:?}");
+        // Identical copies: nothing to warn about.
+        assert!(listed.coverage.warnings.is_empty(), "{:?}", listed.coverage);
+    }
+}
+
+#[test]
+fn listing_failures_are_incomplete_and_named() {
+    let objects = state();
+    let cases: [(MockPagination, &[&str], &str, &[&str]); 10] = [
+        (
+            MockPagination::Page,
+            &["server-error%1"],
+            "",
+            &["page 1", "HTTP 500", "gave up after 4 tries"],
+        ),
+        (
+            MockPagination::Cursor,
+            &["drop%1"],
+            "",
+            &["page 1", "gave up after 4 tries"],
+        ),
+        (
+            MockPagination::Offset,
+            &["truncated@2"],
+            // One request at a time, so that request 2 is page 2.
+            "concurrency = 1",
+            &["page 2", "not JSON"],
+        ),
+        (
+            MockPagination::Link,
+            &["invalid-json@2"],
+            "",
+            &["page 2", "not JSON", "Service temporarily overloaded"],
+        ),
+        (
+            MockPagination::Cursor,
+            &["repeat-cursor@3"],
+            "",
+            &["page 3", "a cursor it had already sent"],
+        ),
+        (
+            MockPagination::LinkBody,
+            &["repeat-cursor@2"],
+            "",
+            &["page 2", "a cursor it had already sent"],
+        ),
+        (
+            MockPagination::Cursor,
+            &[],
+            "max_pages = 4",
+            &["page cap of 4 pages", "max_pages"],
+        ),
+        (
+            MockPagination::Page,
+            &["slow@1=3000"],
+            "deadline = \"1s\"",
+            &["deadline of 1.0s"],
+        ),
+        (
+            MockPagination::Cursor,
+            &["missing-field@2"],
+            "",
+            &[
+                "page 2",
+                "object 1",
+                "field `id`",
+                "has no `id` (external_id)",
+            ],
+        ),
+        (
+            MockPagination::Offset,
+            &["mistyped-field@2"],
+            "concurrency = 1",
+            &["page 2", "object 1", "field `created`", "\"not a time\""],
+        ),
+    ];
+    for (style, faults, extra, needles) in cases {
+        let mock = mock(objects.clone(), style, faults);
+        let reason = incomplete(&mock, style, extra);
+        for needle in needles {
+            assert!(
+                reason.contains(needle),
+                "{style:?} {faults:?}: {needle:?} not in {reason}"
+            );
+        }
+        assert!(reason.contains(&mock.url()), "the URL is named: {reason}");
+    }
+}
+
+#[test]
+fn a_later_differing_copy_wins_with_a_warning() {
+    // While page 2 is asked for, one object appears before all others and every status
+    // changes: page 2 repeats page 1's last object, now voided. The later copy is kept.
+    let objects = state();
+    let mock = mock(objects.clone(), MockPagination::Offset, &["change@2"]);
+    let listed = list(
+        &mock,
+        MockPagination::Offset,
+        "concurrency = 1",
+        Window::unbounded(),
+    );
+    assert_eq!(listed.coverage.repeated, 1);
+    let ids = onceonly::cells::texts(&listed.provider, "external_id").unwrap();
+    assert_eq!(ids.len(), objects.len());
+    let statuses = onceonly::cells::texts(&listed.provider, "status").unwrap();
+    let voided: Vec<_> = ids
+        .iter()
+        .zip(&statuses)
+        .filter(|(_, status)| status.as_deref() == Some("voided"))
+        .collect();
+    assert_eq!(
+        voided.len(),
+        objects.len() - 2,
+        "page 1's first two stay live"
+    );
+    assert_eq!(listed.coverage.warnings.len(), 1, "{:?}", listed.coverage);
+    let warning = &listed.coverage.warnings[0];
+    assert!(
+        warning.contains("changed while the listing was read") && warning.contains("page 1"),
+        "{warning}"
+    );
+}
+
+/// The real-Airflow 3.3.2 run with `[provider]` switched to the mock's listing.
+fn listing_scenario(url: &str, style: MockPagination, extra: &str) -> Scenario {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let config = scenario.read("onceonly.toml");
+    let start = config.find("[provider]").expect("[provider]");
+    let end = start + config[start..].find("[[operation]]").expect("operations");
+    let text = format!(
+        "{}{}\n{}",
+        &config[..start],
+        provider_table(url, style, extra),
+        &config[end..]
+    );
+    scenario.write("onceonly.toml", &text);
+    scenario
+}
+
+fn audit(scenario: &Scenario, envs: &[(&str, &str)]) -> Output {
+    let config = scenario.config();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_onceonly"));
+    command
+        .args(["audit", "--format", "json", "--config"])
+        .arg(&config)
+        .env_remove("ONCEONLY_CONFIG")
+        .env("NO_COLOR", "1");
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    command.output().expect("run onceonly")
+}
+
+#[test]
+fn audit_over_the_listing_equals_audit_over_the_snapshot() {
+    let snapshot = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let expected = audit(&snapshot, &[]);
+    let expected: Value = serde_json::from_slice(&expected.stdout).expect("json report");
+    for style in [MockPagination::Cursor, MockPagination::Page] {
+        let mock = mock(state(), style, &[]);
+        let scenario = listing_scenario(&mock.url(), style, "");
+        let output = audit(&scenario, &[]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let report: Value = serde_json::from_slice(&output.stdout).expect("json report");
+        assert_eq!(
+            report["summary"]["by_rule"], expected["summary"]["by_rule"],
+            "{style:?}"
+        );
+        assert!(
+            expected["summary"]["by_rule"]
+                .as_object()
+                .is_some_and(|rules| !rules.is_empty())
+        );
+        let log = mock.requests();
+        assert!(!log.is_empty() && log.iter().all(|r| r.starts_with("GET ")));
+    }
+}
+
+#[test]
+fn incomplete_listing_exits_2_without_a_report() {
+    for (style, fault, extra, needle) in [
+        (MockPagination::Page, "server-error%1", "", "HTTP 500"),
+        (MockPagination::Cursor, "drop%1", "", "gave up"),
+        (MockPagination::Offset, "truncated@2", "", "not JSON"),
+        (MockPagination::Link, "invalid-json@1", "", "not JSON"),
+        (
+            MockPagination::Cursor,
+            "repeat-cursor@2",
+            "",
+            "already sent",
+        ),
+        (
+            MockPagination::Cursor,
+            "slow@1=0",
+            "max_pages = 2",
+            "page cap",
+        ),
+        (
+            MockPagination::Page,
+            "slow@1=3000",
+            "deadline = \"1s\"",
+            "deadline",
+        ),
+        (
+            MockPagination::LinkBody,
+            "missing-field@2",
+            "",
+            "field `id`",
+        ),
+        (
+            MockPagination::Page,
+            "mistyped-field@3",
+            "",
+            "field `created`",
+        ),
+    ] {
+        let mock = mock(state(), style, &[fault]);
+        let scenario = listing_scenario(&mock.url(), style, extra);
+        let output = audit(&scenario, &[]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{fault}: {err}");
+        assert!(
+            err.contains(&format!(
+                "incomplete input: provider listing {} was only partly read",
+                mock.url()
+            )),
+            "{fault}: {err}"
+        );
+        assert!(err.contains(needle), "{fault}: {needle:?} not in {err}");
+        assert!(
+            stdout(&output).is_empty(),
+            "no report over a partial listing"
+        );
+    }
+}
+
+#[test]
+fn secrets_never_appear_in_output() {
+    const CANARY: &str = "canary-7f3a9c1e-never-print-me";
+    for (auth, header) in [
+        (
+            "[provider.auth]\nkind = \"bearer\"\nenv = \"ONCEONLY_TEST_PROVIDER_SECRET\"",
+            ("authorization", format!("Bearer {CANARY}")),
+        ),
+        (
+            "[provider.auth]\nkind = \"header\"\nheader = \"X-Api-Key\"\nenv = \"ONCEONLY_TEST_PROVIDER_SECRET\"",
+            ("x-api-key", CANARY.to_string()),
+        ),
+        (
+            "[provider.auth]\nkind = \"basic\"\nuser = \"auditor\"\nenv = \"ONCEONLY_TEST_PROVIDER_SECRET\"",
+            (
+                "authorization",
+                // base64("auditor:canary-7f3a9c1e-never-print-me")
+                "Basic YXVkaXRvcjpjYW5hcnktN2YzYTljMWUtbmV2ZXItcHJpbnQtbWU=".to_string(),
+            ),
+        ),
+    ] {
+        for fault in [None, Some("server-error%1"), Some("missing-field@1")] {
+            let mut options = MockOptions::new(state(), MockPagination::Cursor);
+            options.require_header = Some((header.0.to_string(), header.1.clone()));
+            options.faults = fault.iter().map(|f| f.parse().unwrap()).collect();
+            let mock = mock_provider::start(options, 0).unwrap();
+            // The `[provider.auth]` table goes after the other provider keys.
+            let scenario = listing_scenario(&mock.url(), MockPagination::Cursor, "");
+            scenario.edit(
+                "onceonly.toml",
+                "[provider.fields]",
+                &format!("{auth}\n\n[provider.fields]"),
+            );
+            let output = audit(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", CANARY)]);
+            let expected = if fault.is_some() { 2 } else { 1 };
+            assert_eq!(
+                output.status.code(),
+                Some(expected),
+                "{auth} {fault:?}: {}",
+                stderr(&output)
+            );
+            for text in [stdout(&output), stderr(&output)] {
+                assert!(!text.contains(CANARY), "{auth}: the secret leaked: {text}");
+            }
+        }
+        // A wrong secret is refused by the provider; the error does not echo it.
+        let mut options = MockOptions::new(state(), MockPagination::Cursor);
+        options.require_header = Some((header.0.to_string(), "something else".into()));
+        let mock = mock_provider::start(options, 0).unwrap();
+        let scenario = listing_scenario(&mock.url(), MockPagination::Cursor, "");
+        scenario.edit(
+            "onceonly.toml",
+            "[provider.fields]",
+            &format!("{auth}\n\n[provider.fields]"),
+        );
+        let output = audit(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", CANARY)]);
+        assert_eq!(output.status.code(), Some(2));
+        let err = stderr(&output);
+        assert!(err.contains("HTTP 401"), "{err}");
+        assert!(!err.contains(CANARY) && !stdout(&output).contains(CANARY));
+    }
+}
+
+#[test]
+fn mock_provider_subcommand_serves_loopback_and_logs_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onceonly"))
+        .args(["mock-provider", "--pagination", "page", "--state"])
+        .arg(state_file())
+        .arg("--request-log")
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let listing = api(&url, MockPagination::Page, "");
+    let listed = provider_http::list_blocking(&listing, Window::unbounded());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(listed_rows(&listed.unwrap()), expected_rows(&state()));
+    let requests = std::fs::read_to_string(&log).unwrap();
+    assert!(!requests.is_empty());
+    for request in requests.lines() {
+        assert!(request.starts_with("GET /exports?"), "{request}");
+    }
+
+    let refused = scenario_output(&[
+        "mock-provider",
+        "--bind",
+        "0.0.0.0",
+        "--state",
+        state_file().to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("loopback"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+fn scenario_output(args: &[&str]) -> Output {
+    crate::scenario::onceonly(args)
+}
+
+#[test]
+fn config_errors_name_the_key_and_line() {
+    let base = provider_table("http://127.0.0.1:9/exports", MockPagination::Cursor, "");
+    let parse = |provider: &str| {
+        let text = format!(
+            "[airflow]\nurl = \"sqlite:///a.db\"\n[journal]\nsnapshot = \"j.csv\"\n{provider}\n[[operation]]\ndag_id = \"*\"\ntask_id = \"export\"\n"
+        );
+        Config::parse(&text, Path::new("/x/onceonly.toml"))
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default()
+    };
+    let cases: BTreeMap<&str, (String, &str)> = BTreeMap::from([
+        (
+            "style",
+            (
+                base.replace("\"cursor\"", "\"pages\""),
+                "line 7: [provider] pagination = \"pages\"",
+            ),
+        ),
+        (
+            "other style's key",
+            (
+                base.replace("page_size = 3", "page_size = 3\npage_param = \"p\""),
+                "line 9: [provider] `page_param` does not apply",
+            ),
+        ),
+        (
+            "url in its own table",
+            (
+                base.replace("http://127.0.0.1:9/exports", "ftp://x"),
+                "line 6: [provider] url",
+            ),
+        ),
+        (
+            "unset secret",
+            (
+                base.replace(
+                    "[provider.fields]",
+                    "[provider.auth]\nkind = \"bearer\"\nenv = \"ONCEONLY_SURELY_UNSET_VAR\"\n[provider.fields]",
+                ),
+                "ONCEONLY_SURELY_UNSET_VAR, which is not set",
+            ),
+        ),
+        (
+            "unknown column",
+            (
+                base.replace("op_key = ", "opkey = "),
+                "[provider.fields] names `opkey`",
+            ),
+        ),
+        (
+            "bad duration",
+            (base.replace("\"5s\"", "\"soon\""), "timeout = \"soon\""),
+        ),
+    ]);
+    for (what, (provider, needle)) in cases {
+        let message = parse(&provider);
+        assert!(
+            message.contains(needle),
+            "{what}: {needle:?} not in {message:?}"
+        );
+    }
+}
