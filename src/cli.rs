@@ -82,9 +82,10 @@ pub struct AuditArgs {
     /// ... and before this time.
     #[arg(long)]
     pub until: Option<String>,
-    /// Margin around the audited tries when reading the provider (e.g. 1h, 30m).
-    #[arg(long, default_value = "1h")]
-    pub slack: String,
+    /// Margin around the audited tries when reading the provider (e.g. 1h, 30m; default: the
+    /// listing's `slack`, else 1h).
+    #[arg(long)]
+    pub slack: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Write the report here instead of stdout (atomically).

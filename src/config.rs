@@ -173,6 +173,14 @@ pub enum Source {
 }
 
 impl Source {
+    /// The margin a provider listing is configured with.
+    pub fn listing_slack(&self) -> Option<i64> {
+        match self {
+            Source::Listing(api) => Some(api.slack),
+            _ => None,
+        }
+    }
+
     /// The source as reports name it: never with a password.
     pub fn describe(&self) -> String {
         match self {

@@ -66,12 +66,18 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         dag: args.dag.clone(),
         since: time("--since", &args.since)?,
         until: time("--until", &args.until)?,
-        slack: timestamp::parse_duration(&args.slack).ok_or_else(|| {
-            Error::usage(
-                "--slack",
-                format!("{:?} is not a duration (e.g. 1h, 30m)", args.slack),
-            )
-        })?,
+        slack: args
+            .slack
+            .as_deref()
+            .map(|text| {
+                timestamp::parse_duration(text).ok_or_else(|| {
+                    Error::usage(
+                        "--slack",
+                        format!("{text:?} is not a duration (e.g. 1h, 30m)"),
+                    )
+                })
+            })
+            .transpose()?,
         rules: args.rules.clone(),
         save_snapshot: args.save_snapshot.clone(),
         from_snapshot: args.from_snapshot.clone(),

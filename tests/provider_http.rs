@@ -485,13 +485,25 @@ fn audit_over_the_listing_equals_audit_over_the_snapshot() {
 fn incomplete_listing_exits_2_without_a_report() {
     for (style, fault, extra, needle) in [
         (MockPagination::Page, "server-error%1", "", "HTTP 500"),
-        (MockPagination::Cursor, "drop%1", "", "gave up"),
+        (
+            MockPagination::Cursor,
+            "drop%1",
+            "sub_windows = 1",
+            "gave up",
+        ),
         (MockPagination::Offset, "truncated@2", "", "not JSON"),
-        (MockPagination::Link, "invalid-json@1", "", "not JSON"),
+        (
+            MockPagination::Link,
+            "invalid-json@1",
+            "sub_windows = 1",
+            "not JSON",
+        ),
+        // One slice, read in order: the audit's bounded window would otherwise split a cursor
+        // listing into slices, and the 2nd request would open another slice.
         (
             MockPagination::Cursor,
             "repeat-cursor@2",
-            "",
+            "sub_windows = 1",
             "already sent",
         ),
         (
@@ -509,7 +521,7 @@ fn incomplete_listing_exits_2_without_a_report() {
         (
             MockPagination::LinkBody,
             "missing-field@2",
-            "",
+            "sub_windows = 1",
             "field `id`",
         ),
         (
@@ -565,8 +577,9 @@ fn secrets_never_appear_in_output() {
             options.require_header = Some((header.0.to_string(), header.1.clone()));
             options.faults = fault.iter().map(|f| f.parse().unwrap()).collect();
             let mock = mock_provider::start(options, 0).unwrap();
-            // The `[provider.auth]` table goes after the other provider keys.
-            let scenario = listing_scenario(&mock.url(), MockPagination::Cursor, "");
+            // The `[provider.auth]` table goes after the other provider keys. One slice, so the
+            // faulty first request is a page with objects, not an empty slice of the window.
+            let scenario = listing_scenario(&mock.url(), MockPagination::Cursor, "sub_windows = 1");
             scenario.edit(
                 "onceonly.toml",
                 "[provider.fields]",

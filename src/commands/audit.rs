@@ -22,8 +22,9 @@ pub struct AuditOptions {
     /// Activity window: runs with a try that started or ended in it, microseconds.
     pub since: Option<i64>,
     pub until: Option<i64>,
-    /// Margin around the audited tries for the provider window, microseconds.
-    pub slack: i64,
+    /// Margin around the audited tries for the provider window, microseconds (None: the
+    /// listing's configured `slack`, else one hour).
+    pub slack: Option<i64>,
     /// Rule codes to run; empty runs all.
     pub rules: Vec<String>,
     /// Keep what was read here (Parquet per table and a manifest).
@@ -52,15 +53,28 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
         since: options.since,
         until: options.until,
     };
+    let mut options = options.clone();
+    if options.slack.is_none() {
+        options.slack = config.provider.source.listing_slack();
+    }
+    let options = &options;
     let tables = match &options.from_snapshot {
         Some(dir) => sources::saved::load(dir)?.0,
-        None => sources::load(config, &filter)?,
+        None => sources::load(config, &filter, options.slack.unwrap_or(DEFAULT_SLACK))?,
     };
     if let Some(dir) = &options.save_snapshot {
         let window = sources::saved::Window {
             dag: options.dag.clone(),
             since: options.since.map(timestamp::format),
             until: options.until.map(timestamp::format),
+            provider_from: tables
+                .listed_window
+                .and_then(|w| w.from)
+                .map(timestamp::format),
+            provider_to: tables
+                .listed_window
+                .and_then(|w| w.to)
+                .map(timestamp::format),
         };
         sources::saved::save(dir, &tables, window)?;
     }
@@ -246,7 +260,7 @@ fn scope(
             attempts,
             journal,
             tables.provider.clone(),
-            ProviderWindow::default(),
+            tables.listed_window.unwrap_or_default(),
         ));
     }
     let at = |micros: Option<i64>, default: i64| lit(micros.unwrap_or(default)).cast(utc());
@@ -278,30 +292,12 @@ fn scope(
         .join(runs, on.clone(), on, JoinArgs::new(JoinType::Semi))
         .collect()
         .engine("filtering journal")?;
-    let bounds = attempts
-        .clone()
-        .lazy()
-        .select([
-            col("start_date").min().cast(DataType::Int64).alias("from"),
-            polars::lazy::dsl::max_horizontal([col("end_date").max(), col("start_date").max()])
-                .engine("provider window")?
-                .cast(DataType::Int64)
-                .alias("to"),
-        ])
-        .collect()
-        .engine("provider window")?;
-    let from = crate::cells::ints(&bounds, "from")?
-        .first()
-        .copied()
-        .flatten();
-    let to = crate::cells::ints(&bounds, "to")?
-        .first()
-        .copied()
-        .flatten();
+    let (from, to) = try_bounds(&attempts)?;
+    let slack = options.slack.unwrap_or(DEFAULT_SLACK);
     let window = match (from, to) {
         (Some(from), Some(to)) => ProviderWindow {
-            from: Some(from - options.slack),
-            to: Some(to + options.slack),
+            from: Some(from - slack),
+            to: Some(to + slack),
         },
         // No try ran in the window: nothing to attribute, and nothing to read.
         _ => ProviderWindow {
@@ -322,6 +318,32 @@ fn scope(
         .collect()
         .engine("filtering provider")?;
     Ok((attempts, journal, provider, window))
+}
+
+/// The margin around the audited tries when none is configured.
+pub const DEFAULT_SLACK: i64 = 3_600_000_000;
+
+/// The earliest try start and the latest try end (or start, for a try still running).
+pub fn try_bounds(attempts: &DataFrame) -> Result<(Option<i64>, Option<i64>)> {
+    let bounds = attempts
+        .clone()
+        .lazy()
+        .select([
+            col("start_date").min().cast(DataType::Int64).alias("from"),
+            polars::lazy::dsl::max_horizontal([col("end_date").max(), col("start_date").max()])
+                .engine("provider window")?
+                .cast(DataType::Int64)
+                .alias("to"),
+        ])
+        .collect()
+        .engine("provider window")?;
+    let first = |name: &str| -> Result<Option<i64>> {
+        Ok(crate::cells::ints(&bounds, name)?
+            .first()
+            .copied()
+            .flatten())
+    };
+    Ok((first("from")?, first("to")?))
 }
 
 fn basis_counts(prepared: &Prepared) -> Result<BTreeMap<String, usize>> {

@@ -23,6 +23,8 @@ pub struct Tables {
     pub warnings: Vec<String>,
     /// Where each table came from, as reports name it (attempts, journal, provider).
     pub origins: [String; 3],
+    /// The created-at window a provider listing was asked for; None: the source held it all.
+    pub listed_window: Option<crate::prepare::ProviderWindow>,
 }
 
 impl Tables {
@@ -41,7 +43,9 @@ impl Tables {
 
 /// Reads every table the config names. Any failure stops the run: no finding is ever
 /// computed over a table that was only partly read.
-pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
+/// A provider listing is asked only for the objects created from the earliest try start minus
+/// `slack` to the latest try end plus `slack` (SPEC §3).
+pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<Tables> {
     let mut warnings = Vec::new();
     let mut read = |source: &Source, table: Table, mapping: &snapshot::Mapping| match source {
         Source::Snapshot(path) => snapshot::read(path, table, mapping),
@@ -59,14 +63,7 @@ pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
             warnings.extend(read.warnings);
             Ok(read.attempts)
         }
-        // Unbounded until the audit passes its provider window (earliest try start minus
-        // slack to latest try end plus slack) here; see provider_http::Window.
-        Source::Listing(api) => {
-            let listed = runtime()?
-                .block_on(provider_http::list(api, provider_http::Window::unbounded()))?;
-            warnings.extend(listed.coverage.warnings);
-            Ok(listed.provider)
-        }
+        Source::Listing(_) => unreachable!("the provider is listed after the attempts are read"),
     };
     let journal_mapping = snapshot::Mapping {
         columns: config.journal.columns.clone(),
@@ -78,17 +75,37 @@ pub fn load(config: &Config, filter: &airflow_db::Filter) -> Result<Tables> {
         &snapshot::Mapping::default(),
     )?;
     let journal = read(&config.journal.source, Table::Journal, &journal_mapping)?;
-    let provider = read(
-        &config.provider.source,
-        Table::Provider,
-        &snapshot::Mapping::default(),
-    )?;
+    let mut listed_window = None;
+    let provider = match &config.provider.source {
+        Source::Listing(api) => {
+            let window = match crate::commands::audit::try_bounds(&attempts)? {
+                (Some(from), Some(to)) => provider_http::Window {
+                    from: Some(from - slack),
+                    to: Some(to + slack),
+                },
+                // No try was read: list what the audit's window asks for.
+                _ => provider_http::Window {
+                    from: filter.since,
+                    to: filter.until,
+                },
+            };
+            listed_window = Some(crate::prepare::ProviderWindow {
+                from: window.from,
+                to: window.to,
+            });
+            let listed = runtime()?.block_on(provider_http::list(api, window))?;
+            warnings.extend(listed.coverage.warnings);
+            listed.provider
+        }
+        source => read(source, Table::Provider, &snapshot::Mapping::default())?,
+    };
     Ok(Tables {
         attempts,
         journal,
         provider,
         warnings,
         origins: Table::ALL.map(|table| describe(config, table)),
+        listed_window,
     })
 }
 

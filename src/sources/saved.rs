@@ -38,6 +38,11 @@ pub struct Window {
     pub dag: Option<String>,
     pub since: Option<String>,
     pub until: Option<String>,
+    /// The created-at window the provider was listed for, when it was listed.
+    #[serde(default)]
+    pub provider_from: Option<String>,
+    #[serde(default)]
+    pub provider_to: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -190,6 +195,20 @@ pub fn load(dir: &Path) -> Result<(Tables, Manifest)> {
             provider,
             warnings: manifest.warnings.clone(),
             origins,
+            listed_window: manifest.window.provider_from.as_deref().map(|_| {
+                crate::prepare::ProviderWindow {
+                    from: manifest
+                        .window
+                        .provider_from
+                        .as_deref()
+                        .and_then(crate::timestamp::parse),
+                    to: manifest
+                        .window
+                        .provider_to
+                        .as_deref()
+                        .and_then(crate::timestamp::parse),
+                }
+            }),
         },
         manifest,
     ))
