@@ -30,6 +30,8 @@ pub enum Command {
     },
     /// Incident forensics: every try, journal record and provider object of one interval.
     Trace(TraceArgs),
+    /// Before a backfill: which intervals would a re-run duplicate because keys expired?
+    TtlRisk(TtlRiskArgs),
     /// Audit the bundled scenario: no set-up needed.
     Demo {
         #[arg(long, value_enum, default_value = "table")]
@@ -146,6 +148,35 @@ pub struct TraceArgs {
     /// Also write a self-contained HTML timeline here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("range").required(true).args(["from", "backfill_id"])))]
+pub struct TtlRiskArgs {
+    #[arg(long, short, env = "ONCEONLY_CONFIG")]
+    pub config: PathBuf,
+    /// The DAG (with --backfill-id, the backfill's DAG).
+    #[arg(long, required_unless_present = "backfill_id")]
+    pub dag: Option<String>,
+    /// The first logical date of the range (included).
+    #[arg(long, requires = "to")]
+    pub from: Option<String>,
+    /// The last logical date of the range (included).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Read the range and reprocess_behavior of a planned Airflow 3 backfill.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub backfill_id: Option<i64>,
+    /// The provider's key TTL: a duration (24h) or a preset (stripe, paypal, adyen,
+    /// aws-step-functions); overrides the config.
+    #[arg(long)]
+    pub ttl: Option<String>,
+    /// When the re-run would happen (default: now).
+    #[arg(long)]
+    pub at: Option<String>,
+    /// `table` (default) or `json`.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: TraceFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

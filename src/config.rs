@@ -218,6 +218,8 @@ pub struct ProviderSettings {
     pub source: Source,
     /// How long the provider remembers an idempotency key, in microseconds.
     pub key_ttl: Option<i64>,
+    /// Where the TTL comes from: a preset with its public source, or the configured duration.
+    pub key_ttl_source: Option<String>,
     pub void_statuses: Vec<String>,
     pub replay: Replay,
 }
@@ -306,12 +308,23 @@ impl Config {
         let duration = |text: &Option<String>, table: &str| -> Result<Option<i64>> {
             match text {
                 None => Ok(None),
-                Some(text) => Ok(Some(timestamp::parse_duration(text).filter(|ttl| *ttl > 0).ok_or_else(|| {
-                    at.error("key_ttl", format!("{table} key_ttl = {text:?} is not a duration (use forms like 24h, 7d, 90d, 6h30m)"))
+                Some(text) => Ok(Some(crate::retention::KeyTtl::parse(text).map(|ttl| ttl.micros).ok_or_else(|| {
+                    at.error(
+                        "key_ttl",
+                        format!(
+                            "{table} key_ttl = {text:?} is neither a duration (24h, 7d, 90d, 6h30m) nor a provider preset ({})",
+                            crate::retention::preset_names()
+                        ),
+                    )
                 })?)),
             }
         };
         let key_ttl = duration(&provider.key_ttl, "[provider]")?;
+        let key_ttl_source = provider
+            .key_ttl
+            .as_deref()
+            .and_then(crate::retention::KeyTtl::parse)
+            .map(|ttl| ttl.source);
 
         if raw.operation.is_empty() {
             return Err(Error::config(
@@ -474,6 +487,7 @@ impl Config {
             provider: ProviderSettings {
                 source: provider_source(&provider, base, &at)?,
                 key_ttl,
+                key_ttl_source,
                 void_statuses: provider.void_statuses,
                 replay: provider.replay,
             },

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod prepare;
 pub mod render;
 pub mod report;
+pub mod retention;
 pub mod rules;
 pub mod sources;
 pub mod timestamp;

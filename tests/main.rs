@@ -13,3 +13,4 @@ mod rules;
 mod saved;
 mod scenario;
 mod trace;
+mod ttl_risk;

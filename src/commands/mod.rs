@@ -5,3 +5,4 @@ pub mod demo;
 pub mod mock_provider;
 pub mod rule;
 pub mod trace;
+pub mod ttl_risk;

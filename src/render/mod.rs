@@ -7,6 +7,7 @@ pub mod plan;
 mod table;
 pub mod timeline;
 pub mod trace;
+pub mod ttl_risk;
 
 use std::fmt::Write as _;
 

@@ -321,3 +321,72 @@ pub fn like_pattern(glob: &str) -> String {
     }
     out
 }
+
+/// A planned Airflow 3 backfill: its DAG, its logical-date range (both ends included, as
+/// Airflow creates them) and what it re-runs (`none`, `failed`, `completed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backfill {
+    pub dag_id: String,
+    pub from: i64,
+    pub to: i64,
+    pub reprocess_behavior: String,
+}
+
+pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
+    let mut connection = database.connect().await?;
+    let sql = match database.dialect {
+        Dialect::Sqlite => include_str!("../../queries/airflow/3/sqlite/backfill.sql"),
+        Dialect::Postgres => include_str!("../../queries/airflow/3/postgres/backfill.sql"),
+        Dialect::Mysql => {
+            return Err(Error::input(
+                Location::source(&database.shown),
+                "reading backfills from MySQL is not supported yet",
+            ));
+        }
+    };
+    let row = sqlx::query(sql)
+        .bind(id)
+        .fetch_optional(&mut connection)
+        .await
+        .map_err(|err| {
+            Error::input(
+                Location::source(&database.shown),
+                format!(
+                    "cannot read the backfill table (Airflow 2 has no planned backfills): {}",
+                    database.scrub(&err.to_string())
+                ),
+            )
+        })?;
+    let _ = connection.close().await;
+    let row = row.ok_or_else(|| {
+        Error::input(
+            Location::source(&database.shown),
+            format!("there is no backfill {id}"),
+        )
+    })?;
+    let text = |name: &str| -> Result<String> {
+        row.try_get::<Option<String>, _>(name)
+            .map_err(|err| database.error(&err))?
+            .ok_or_else(|| {
+                Error::input(
+                    Location::source(&database.shown).column(name),
+                    format!("backfill {id} has no {name}"),
+                )
+            })
+    };
+    let time = |name: &str| -> Result<i64> {
+        let value = text(name)?;
+        timestamp::parse(&value).ok_or_else(|| {
+            Error::input(
+                Location::source(&database.shown).column(name),
+                format!("{value:?} is not a timestamp"),
+            )
+        })
+    };
+    Ok(Backfill {
+        dag_id: text("dag_id")?,
+        from: time("from_date")?,
+        to: time("to_date")?,
+        reprocess_behavior: text("reprocess_behavior")?,
+    })
+}

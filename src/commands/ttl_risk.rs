@@ -1,0 +1,333 @@
+//! `onceonly ttl-risk`: before a backfill or a clear, which intervals would a re-run export
+//! again because the provider has forgotten their idempotency keys?
+//!
+//! Per interval of the DAG in the range:
+//! * `safe`: nothing live exists for it; a re-run creates its first object;
+//! * `deduplicated`: an object exists and the provider still remembers the key a re-run would
+//!   send, so the re-run gets the same object back (until the key expires);
+//! * `at-risk`: an object exists and the key has expired, or a re-run would send a key the
+//!   provider never saw (an unstable key): a re-run creates a duplicate;
+//! * `unknown`: what decides it is not known (no key TTL, no key).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use polars::prelude::*;
+use serde::Serialize;
+
+use crate::cells::{ints, texts};
+use crate::commands::audit::{self, AuditOptions};
+use crate::config::Config;
+use crate::error::{EngineContext, Error, Result};
+use crate::retention::KeyTtl;
+use crate::timestamp;
+
+#[derive(Debug, Clone)]
+pub struct TtlRiskOptions {
+    pub dag: String,
+    /// Logical-date range, both ends included.
+    pub from: i64,
+    pub to: i64,
+    /// `--ttl`: overrides every configured TTL.
+    pub ttl: Option<KeyTtl>,
+    /// When the re-run would happen (default: now).
+    pub at: i64,
+    /// A planned backfill's `reprocess_behavior`, when read from one.
+    pub reprocess_behavior: Option<String>,
+    pub backfill_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TtlRisk {
+    pub dag_id: String,
+    pub from: String,
+    pub to: String,
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backfill_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reprocess_behavior: Option<String>,
+    /// Where the TTL came from (a preset and its public source, the config, or --ttl).
+    pub ttl_source: Option<String>,
+    pub intervals: Vec<IntervalRisk>,
+    pub summary: BTreeMap<&'static str, usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IntervalRisk {
+    pub operation: String,
+    pub map_index: i64,
+    pub interval: String,
+    /// Whether the backfill re-runs it (always, without a backfill).
+    pub rerun: bool,
+    /// The key a re-run would send.
+    pub key: Option<String>,
+    pub objects: Vec<String>,
+    pub key_first_seen: Option<String>,
+    pub key_expires: Option<String>,
+    pub class: &'static str,
+    pub reason: String,
+    pub repair: String,
+}
+
+const CHECK_THEN_CREATE: &str = "skip it in the re-run (reprocess_behavior \"none\"), or check-then-create (look for a committed journal row before calling the provider), or export under a new key version with a new approval";
+
+pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
+    let audit = audit::run(
+        config,
+        &AuditOptions {
+            dag: Some(options.dag.clone()),
+            ..AuditOptions::default()
+        },
+    )?;
+    let prepared = &audit.prepared;
+    let group = [
+        col("operation"),
+        col("map_index"),
+        col("iv_start"),
+        col("iv_end"),
+    ];
+    let in_range = col("dag_id")
+        .eq(lit(options.dag.clone()))
+        .and(col("iv_start").gt_eq(lit(options.from).cast(crate::model::utc())))
+        .and(col("iv_start").lt_eq(lit(options.to).cast(crate::model::utc())));
+
+    let intervals = prepared
+        .tries()
+        .filter(in_range.clone())
+        .sort(["start_date", "try_number"], Default::default())
+        .group_by(group.clone())
+        .agg([
+            col("interval").first(),
+            col("expected_key").drop_nulls().first(),
+            col("state").last().alias("latest_state"),
+        ])
+        .sort(["iv_start", "operation", "map_index"], Default::default())
+        .collect()
+        .engine("ttl-risk: intervals")?;
+    let journal_keys = prepared
+        .journal()
+        .filter(in_range.clone().and(col("phase").eq(lit("intent"))))
+        .sort(["recorded_at"], Default::default())
+        .group_by(group.clone())
+        .agg([
+            col("op_key")
+                .n_unique()
+                .cast(DataType::Int64)
+                .alias("key_count"),
+            col("op_key").last().alias("last_key"),
+        ])
+        .collect()
+        .engine("ttl-risk: keys")?;
+    let objects = prepared
+        .live_in_intervals()
+        .filter(in_range)
+        .sort(["created_at", "external_id"], Default::default())
+        .collect()
+        .engine("ttl-risk: objects")?;
+
+    let id = |op: &Option<String>, map: Option<i64>, start: Option<i64>| {
+        (
+            op.clone().unwrap_or_default(),
+            map.unwrap_or(-1),
+            start.unwrap_or(0),
+        )
+    };
+    // Journal keys per interval.
+    let (j_ops, j_maps, j_starts, j_last) = (
+        texts(&journal_keys, "operation")?,
+        ints(&journal_keys, "map_index")?,
+        ints(&journal_keys, "iv_start")?,
+        texts(&journal_keys, "last_key")?,
+    );
+    let key_counts: Vec<usize> = ints(&journal_keys, "key_count")?
+        .into_iter()
+        .map(|n| n.unwrap_or(0) as usize)
+        .collect();
+    let mut journal_by_interval = BTreeMap::new();
+    for row in 0..journal_keys.height() {
+        journal_by_interval.insert(
+            id(&j_ops[row], j_maps[row], j_starts[row]),
+            (j_last[row].clone(), key_counts[row]),
+        );
+    }
+    // Live objects per interval: (id, key, created).
+    let (o_ops, o_maps, o_starts, o_ids, o_keys, o_created) = (
+        texts(&objects, "operation")?,
+        ints(&objects, "map_index")?,
+        ints(&objects, "iv_start")?,
+        texts(&objects, "external_id")?,
+        texts(&objects, "key")?,
+        ints(&objects, "created_at")?,
+    );
+    let mut objects_by_interval: BTreeMap<_, Vec<(String, Option<String>, i64)>> = BTreeMap::new();
+    for row in 0..objects.height() {
+        objects_by_interval
+            .entry(id(&o_ops[row], o_maps[row], o_starts[row]))
+            .or_default()
+            .push((
+                o_ids[row].clone().unwrap_or_default(),
+                o_keys[row].clone(),
+                o_created[row].unwrap_or(0),
+            ));
+    }
+
+    let ttl_of = |operation: &str| -> Option<(i64, String)> {
+        if let Some(ttl) = &options.ttl {
+            return Some((ttl.micros, format!("--ttl: {}", ttl.source)));
+        }
+        let op = config.operations.iter().find(|op| op.name == operation);
+        if let Some(ttl) = op.and_then(|op| op.key_ttl) {
+            return Some((
+                ttl,
+                format!(
+                    "[[operation]] {operation} key_ttl {}",
+                    timestamp::format_duration(ttl)
+                ),
+            ));
+        }
+        config.provider.key_ttl.map(|ttl| {
+            (
+                ttl,
+                config.provider.key_ttl_source.clone().unwrap_or_else(|| {
+                    format!("[provider] key_ttl {}", timestamp::format_duration(ttl))
+                }),
+            )
+        })
+    };
+
+    let (ops, maps, starts, labels, expected, states) = (
+        texts(&intervals, "operation")?,
+        ints(&intervals, "map_index")?,
+        ints(&intervals, "iv_start")?,
+        texts(&intervals, "interval")?,
+        texts(&intervals, "expected_key")?,
+        texts(&intervals, "latest_state")?,
+    );
+    let mut risks = Vec::new();
+    let mut sources = BTreeSet::new();
+    for row in 0..intervals.height() {
+        let key_id = id(&ops[row], maps[row], starts[row]);
+        let operation = ops[row].clone().unwrap_or_default();
+        let rerun = match options.reprocess_behavior.as_deref() {
+            None | Some("completed") => true,
+            Some("failed") => states[row].as_deref() != Some("success"),
+            Some(_) => false,
+        };
+        let journal = journal_by_interval.get(&key_id);
+        let unstable = journal.is_some_and(|(_, count)| *count > 1);
+        let key = expected[row]
+            .clone()
+            .or_else(|| journal.and_then(|(last, _)| last.clone()));
+        let live = objects_by_interval
+            .get(&key_id)
+            .cloned()
+            .unwrap_or_default();
+        let mut risk = IntervalRisk {
+            operation: operation.clone(),
+            map_index: maps[row].unwrap_or(-1),
+            interval: labels[row].clone().unwrap_or_default(),
+            rerun,
+            key: key.clone(),
+            objects: live.iter().map(|(id, _, _)| id.clone()).collect(),
+            key_first_seen: None,
+            key_expires: None,
+            class: "unknown",
+            reason: String::new(),
+            repair: String::new(),
+        };
+        let first_under_key = live
+            .iter()
+            .filter(|(_, k, _)| k.is_some() && *k == key)
+            .map(|(_, _, created)| *created)
+            .min();
+        if !rerun {
+            risk.class = "safe";
+            risk.reason = format!(
+                "the backfill does not re-run it (reprocess_behavior {})",
+                options.reprocess_behavior.as_deref().unwrap_or("")
+            );
+            risk.repair = "nothing to do".into();
+        } else if live.is_empty() {
+            risk.class = "safe";
+            risk.reason = "no live object exists for this interval".into();
+            risk.repair = "re-run freely: the re-run creates its first object".into();
+        } else if unstable {
+            risk.class = "at-risk";
+            risk.reason =
+                "its tries used different keys (K001): a re-run sends a key the provider never saw"
+                    .into();
+            risk.repair = format!("fix the key derivation first; until then {CHECK_THEN_CREATE}");
+        } else if key.is_none() {
+            risk.reason =
+                "no key template and no journal key: the key a re-run would send is not known"
+                    .into();
+            risk.repair = "add `key` to the [[operation]], or check the provider by hand".into();
+        } else if first_under_key.is_none() {
+            risk.class = "at-risk";
+            risk.reason = "an object exists, but not under the key a re-run would send".into();
+            risk.repair = CHECK_THEN_CREATE.into();
+        } else if let (Some(first), Some((ttl, source))) = (first_under_key, ttl_of(&operation)) {
+            sources.insert(source);
+            let expires = first + ttl;
+            risk.key_first_seen = Some(timestamp::format(first));
+            risk.key_expires = Some(timestamp::format(expires));
+            if options.at < expires {
+                risk.class = "deduplicated";
+                risk.reason = format!(
+                    "the provider still remembers the key (until {})",
+                    timestamp::format(expires)
+                );
+                risk.repair = format!(
+                    "a re-run before {} gets {} back; after that it is at risk",
+                    timestamp::format(expires),
+                    risk.objects.join(", ")
+                );
+            } else {
+                risk.class = "at-risk";
+                risk.reason = format!(
+                    "the key expired at {} ({} after the object was created): a re-run creates a duplicate",
+                    timestamp::format(expires),
+                    timestamp::format_duration(ttl)
+                );
+                risk.repair = CHECK_THEN_CREATE.into();
+            }
+        } else {
+            risk.reason =
+                "no key TTL is known: set [provider] key_ttl (a duration or a preset) or --ttl"
+                    .into();
+            risk.repair = "find the provider's key retention, then run ttl-risk again".into();
+        }
+        risks.push(risk);
+    }
+    let mut summary = BTreeMap::new();
+    for class in ["safe", "deduplicated", "at-risk", "unknown"] {
+        summary.insert(class, risks.iter().filter(|r| r.class == class).count());
+    }
+    Ok(TtlRisk {
+        dag_id: options.dag.clone(),
+        from: timestamp::format(options.from),
+        to: timestamp::format(options.to),
+        at: timestamp::format(options.at),
+        backfill_id: options.backfill_id,
+        reprocess_behavior: options.reprocess_behavior.clone(),
+        ttl_source: (!sources.is_empty())
+            .then(|| sources.into_iter().collect::<Vec<_>>().join("; ")),
+        intervals: risks,
+        summary,
+    })
+}
+
+/// The range and reprocess behaviour of a planned backfill, from the metadata database.
+pub fn backfill(config: &Config, id: i64) -> Result<crate::sources::airflow_db::Backfill> {
+    let crate::config::Source::Database(database) = &config.attempts else {
+        return Err(Error::usage(
+            "--backfill-id",
+            "reading a backfill needs [airflow] url (the metadata database)",
+        ));
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Error::io("the async runtime", err))?
+        .block_on(crate::sources::airflow_db::read_backfill(database, id))
+}

@@ -1,0 +1,69 @@
+//! `ttl-risk` for a terminal.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+
+use super::terminal_safe;
+use crate::commands::ttl_risk::TtlRisk;
+
+pub fn text(risk: &TtlRisk) -> String {
+    let mut out = format!(
+        "ttl-risk of {} for intervals {} to {}, re-run at {}\n",
+        terminal_safe(&risk.dag_id),
+        risk.from,
+        risk.to,
+        risk.at
+    );
+    if let (Some(id), Some(behavior)) = (risk.backfill_id, &risk.reprocess_behavior) {
+        out.push_str(&format!(
+            "backfill {id}, reprocess_behavior {}\n",
+            terminal_safe(behavior)
+        ));
+    }
+    out.push_str(&format!(
+        "key TTL: {}\n\n",
+        terminal_safe(risk.ttl_source.as_deref().unwrap_or("not known"))
+    ));
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(160)
+        .set_header([
+            "interval",
+            "operation",
+            "class",
+            "key",
+            "objects",
+            "why",
+            "repair",
+        ]);
+    for interval in &risk.intervals {
+        let operation = if interval.map_index >= 0 {
+            format!("{}[{}]", interval.operation, interval.map_index)
+        } else {
+            interval.operation.clone()
+        };
+        table.add_row([
+            terminal_safe(&interval.interval),
+            terminal_safe(&operation),
+            interval.class.to_string(),
+            terminal_safe(interval.key.as_deref().unwrap_or("-")),
+            terminal_safe(&interval.objects.join(", ")),
+            terminal_safe(&interval.reason),
+            terminal_safe(&interval.repair),
+        ]);
+    }
+    out.push_str(&table.to_string());
+    let counts: Vec<String> = risk
+        .summary
+        .iter()
+        .map(|(class, n)| format!("{class} {n}"))
+        .collect();
+    out.push_str(&format!(
+        "\n\n{} intervals: {}\n",
+        risk.intervals.len(),
+        counts.join(", ")
+    ));
+    out
+}

@@ -1,0 +1,248 @@
+//! `onceonly ttl-risk` on the real-Airflow run, on scenarios for each class, and on a backfill
+//! that real Airflow 3.3.2 planned (`airflow backfill create`).
+
+use std::collections::BTreeMap;
+
+use crate::scenario::{Scenario, onceonly, stderr};
+
+fn risk(scenario: &Scenario, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let config = scenario.config();
+    let mut all = vec![
+        "ttl-risk",
+        "--config",
+        config.to_str().unwrap(),
+        "--format",
+        "json",
+    ];
+    all.extend_from_slice(args);
+    let output = onceonly(&all);
+    let report =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", stderr(&output)));
+    (output.status.code(), report)
+}
+
+fn classes(report: &serde_json::Value) -> BTreeMap<String, String> {
+    report["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                format!(
+                    "{}[{}]",
+                    &i["interval"].as_str().unwrap()[..10],
+                    i["map_index"]
+                ),
+                i["class"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+const RUN_DAY: [&str; 4] = ["--from", "2026-11-26", "--to", "2026-11-28"];
+
+#[test]
+fn expired_keys_are_at_risk_and_live_ones_deduplicated() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    // The fake provider kept scenario d's keys for 5 s after each object was created.
+    let mut args = vec![
+        "--dag",
+        "onceonly_d_rerun_after_success",
+        "--at",
+        "2026-11-29T09:14:18Z",
+    ];
+    args.extend(RUN_DAY);
+    let (code, report) = risk(&scenario, &args);
+    assert_eq!(code, Some(1), "an at-risk interval fails the check");
+    let expected: BTreeMap<String, String> = [
+        ("2026-11-26[-1]", "at-risk"),
+        ("2026-11-27[-1]", "deduplicated"),
+        ("2026-11-28[-1]", "deduplicated"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(classes(&report), expected);
+    assert_eq!(
+        report["intervals"][1]["key_expires"],
+        "2026-11-29T09:14:20Z"
+    );
+    assert!(
+        report["intervals"][0]["repair"]
+            .as_str()
+            .unwrap()
+            .contains("check-then-create")
+    );
+    assert!(
+        report["intervals"][1]["repair"]
+            .as_str()
+            .unwrap()
+            .contains("gets exp_")
+    );
+}
+
+#[test]
+fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let mut args = vec![
+        "--dag",
+        "onceonly_c_exhausted",
+        "--at",
+        "2026-11-29T09:15:00Z",
+    ];
+    args.extend(RUN_DAY);
+    let (_, report) = risk(&scenario, &args);
+    let c = classes(&report);
+    assert_eq!(
+        c["2026-11-26[-1]"], "safe",
+        "retries exhausted, nothing was created"
+    );
+    // No TTL is configured for c: its other intervals have objects but nothing to decide with.
+    assert_eq!(c["2026-11-27[-1]"], "unknown");
+    assert!(
+        report["intervals"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no key TTL")
+    );
+
+    let mut args = vec![
+        "--dag",
+        "onceonly_b_unstable_key",
+        "--ttl",
+        "stripe",
+        "--at",
+        "2026-11-29T09:15:00Z",
+    ];
+    args.extend(RUN_DAY);
+    let (_, report) = risk(&scenario, &args);
+    let b = classes(&report);
+    assert_eq!(b["2026-11-26[-1]"], "at-risk", "tries used different keys");
+    assert_eq!(b["2026-11-27[-1]"], "deduplicated", "within Stripe's 24 h");
+    assert!(
+        report["ttl_source"].as_str().unwrap().contains("Stripe"),
+        "{}",
+        report["ttl_source"]
+    );
+
+    // Mapped tasks are separate operations: one row per map index.
+    let mut args = vec![
+        "--dag",
+        "onceonly_f_api_clear",
+        "--ttl",
+        "24h",
+        "--at",
+        "2026-11-29T09:15:00Z",
+    ];
+    args.extend(RUN_DAY);
+    let (code, report) = risk(&scenario, &args);
+    assert_eq!(code, Some(0), "nothing at risk");
+    assert!(classes(&report).contains_key("2026-11-26[1]"));
+}
+
+fn with_backfill(sql: Option<&'static str>) -> Scenario {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    std::fs::copy(
+        crate::scenario::fixtures().join("airflow/out/airflow-3.3.2-backfill/airflow.db"),
+        scenario.path("airflow.db"),
+    )
+    .unwrap();
+    if let Some(sql) = sql {
+        let url = format!("sqlite://{}", scenario.path("airflow.db").display());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                use sqlx::Connection;
+                let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut db).await.unwrap();
+            });
+    }
+    scenario
+}
+
+#[test]
+fn a_planned_airflow_backfill_is_read_from_the_metadata_database() {
+    let scenario = with_backfill(None);
+    let (code, report) = risk(
+        &scenario,
+        &["--backfill-id", "1", "--at", "2026-11-29T09:14:18Z"],
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(report["dag_id"], "onceonly_d_rerun_after_success");
+    assert_eq!(report["reprocess_behavior"], "completed");
+    assert_eq!(
+        (report["from"].as_str(), report["to"].as_str()),
+        (Some("2026-11-26T00:00:00Z"), Some("2026-11-28T00:00:00Z"))
+    );
+    assert_eq!(report["summary"]["at-risk"], 1);
+
+    // A backfill that re-runs nothing existing cannot duplicate anything.
+    let none = with_backfill(Some(
+        "UPDATE backfill SET reprocess_behavior = 'none' WHERE id = 1",
+    ));
+    let (code, report) = risk(
+        &none,
+        &["--backfill-id", "1", "--at", "2026-11-29T09:14:18Z"],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(report["summary"]["safe"], 3);
+    assert!(
+        report["intervals"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not re-run")
+    );
+}
+
+#[test]
+fn bad_backfill_requests_exit_two() {
+    let scenario = with_backfill(None);
+    let config = scenario.config();
+    let config = config.to_str().unwrap();
+    let missing = onceonly(&["ttl-risk", "--config", config, "--backfill-id", "9"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("no backfill 9"));
+    let other_dag = onceonly(&[
+        "ttl-risk",
+        "--config",
+        config,
+        "--backfill-id",
+        "1",
+        "--dag",
+        "onceonly_a_stable_key",
+    ]);
+    assert_eq!(other_dag.status.code(), Some(2));
+
+    let old = Scenario::copy_of("airflow/out/airflow-2.10.5");
+    let output = onceonly(&[
+        "ttl-risk",
+        "--config",
+        old.config().to_str().unwrap(),
+        "--backfill-id",
+        "1",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("Airflow 2 has no planned backfills"),
+        "{}",
+        stderr(&output)
+    );
+
+    let bad_ttl = onceonly(&[
+        "ttl-risk",
+        "--config",
+        config,
+        "--dag",
+        "x",
+        "--from",
+        "2026-11-26",
+        "--to",
+        "2026-11-28",
+        "--ttl",
+        "a while",
+    ]);
+    assert_eq!(bad_ttl.status.code(), Some(2));
+    assert!(stderr(&bad_ttl).contains("stripe, paypal, adyen, aws-step-functions"));
+}
