@@ -32,6 +32,11 @@ pub enum Command {
     Trace(TraceArgs),
     /// Before a backfill: which intervals would a re-run duplicate because keys expired?
     TtlRisk(TtlRiskArgs),
+    /// Check each configured source: reachable, authorised, schema, columns, one page.
+    Doctor {
+        #[arg(long, short, env = "ONCEONLY_CONFIG")]
+        config: PathBuf,
+    },
     /// Audit the bundled scenario: no set-up needed.
     Demo {
         #[arg(long, value_enum, default_value = "table")]

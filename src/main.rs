@@ -36,6 +36,21 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Audit(args) => run_audit(&args),
         Command::Trace(args) => run_trace(&args),
+        Command::Doctor { config } => {
+            let config = Config::load(&config)?;
+            let checks = onceonly::commands::doctor::run(&config)?;
+            let mut text = String::new();
+            for check in &checks {
+                let verdict = if check.ok { "ok     " } else { "PROBLEM" };
+                text.push_str(&format!(
+                    "{verdict} {}\n        {}\n",
+                    render::terminal_safe(&check.source),
+                    render::terminal_safe(&check.detail)
+                ));
+            }
+            output::stdout(&text)?;
+            Ok(if checks.iter().all(|c| c.ok) { 0 } else { 2 })
+        }
         Command::TtlRisk(args) => run_ttl_risk(&args),
         Command::MockProvider(args) => {
             let mut options = mock_provider::MockOptions::new(Vec::new(), args.pagination);

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod demo;
+pub mod doctor;
 pub mod mock_provider;
 pub mod rule;
 pub mod trace;
