@@ -51,6 +51,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let committed_objects = prepared.objects().select([
         col("external_id").alias("committed_id"),
         col("created_at").alias("committed_created"),
+        col("iv_start").alias("committed_interval"),
     ]);
 
     let tries = prepared
@@ -146,8 +147,12 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         .implode(false),
         false,
     );
+    // An object of another interval (a key collision, K003) is not this interval's replay.
+    let own_interval = col("committed_interval")
+        .is_null()
+        .or(col("committed_interval").eq(col("iv_start")));
     let verdict = when(
-        col("committed_id").is_not_null().and(
+        col("committed_id").is_not_null().and(own_interval).and(
             col("has_reconciled")
                 .fill_null(lit(false))
                 .or(col("committed_created").lt_eq(col("earlier_tries_ended"))),

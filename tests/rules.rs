@@ -167,3 +167,17 @@ fn lost_response_then_new_object_gives_lost_response_and_duplicate_verdicts() {
         ]
     );
 }
+
+#[test]
+fn another_intervals_object_is_not_a_reconciled_retry() {
+    // K003: the 2026-11-02 run sent the monthly key and got 2026-11-01's inv_501 back. That is
+    // a collision, not proof the protection works.
+    let audit = audit_scenario("K003/fires", &[]);
+    let verdicts = verdicts(&audit);
+    let second = verdicts
+        .iter()
+        .find(|(run, _, _)| run.contains("2026-11-02"))
+        .expect("the 11-02 try");
+    assert_ne!(second.2, "reconciled", "{verdicts:?}");
+    assert_eq!(audit.report.summary.reconciled_retries, 0);
+}
