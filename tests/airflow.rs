@@ -92,7 +92,7 @@ fn interval_basis_follows_the_airflow_version() {
     let new = report("airflow-3.3.2", &[]);
     assert_eq!(
         new["coverage"]["interval_basis"],
-        serde_json::json!({"logical_date": 16, "run_after": 1})
+        serde_json::json!({"logical_date": 19, "run_after": 1})
     );
 }
 

@@ -493,7 +493,7 @@ fn all_dags_through_the_all_runs_listing_and_version_detection() {
 
 #[test]
 fn activity_window_keeps_whole_runs_like_the_sql_reader() {
-    // 3.3.2's first interval of onceonly_d was cleared and re-run at 09:14:3x: a window around
+    // 3.3.2's first interval of onceonly_d was cleared and re-run later: a window around
     // the re-run keeps that run with both of its tries, and no other run of that DAG.
     let server = Server::start(V2, Fault::None);
     let db = read_db(V2, Some("onceonly_d_rerun_after_success"));

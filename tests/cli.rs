@@ -30,23 +30,23 @@ fn demo_table_states_coverage_and_summary() {
         "{text}"
     );
     // It reads the bundled metadata database that Airflow 3.3.2 wrote, in place.
-    assert!(text.contains("attempts: 26 rows from sqlite://"), "{text}");
-    assert!(text.contains("journal: 48 rows from sqlite://"), "{text}");
+    assert!(text.contains("attempts: 31 rows from sqlite://"), "{text}");
+    assert!(text.contains("journal: 58 rows from sqlite://"), "{text}");
     // ... and lists the provider over HTTP from the built-in mock on loopback.
     assert!(
-        text.contains("provider: 20 rows from provider listing http://127.0.0.1:"),
+        text.contains("provider: 23 rows from provider listing http://127.0.0.1:"),
         "{text}"
     );
     assert!(
-        text.contains("provider coverage: objects created from 2026-11-29T08:14:03"),
+        text.contains("provider coverage: objects created from 2026-11-29T09:01:03"),
         "{text}"
     );
     assert!(
-        text.contains("interval from: logical_date 16, run_after 1"),
+        text.contains("interval from: logical_date 19, run_after 1"),
         "{text}"
     );
     assert!(
-        text.contains("12 findings (6 error, 4 warning, 2 info)"),
+        text.contains("13 findings (7 error, 4 warning, 2 info)"),
         "{text}"
     );
 }

@@ -49,7 +49,7 @@ fn a_healthy_configuration_passes_every_check() {
         "{text}"
     );
     assert!(
-        text.contains("48 rows; every mapped column present"),
+        text.contains("58 rows; every mapped column present"),
         "{text}"
     );
 

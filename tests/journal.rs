@@ -32,7 +32,7 @@ fn renamed_columns_are_found_through_the_mapping() {
     let output = scenario.audit(&["--format", "json"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(report["summary"]["findings"], 12);
+    assert_eq!(report["summary"]["findings"], 13);
     assert!(
         before.is_empty(),
         "a journal without its key column must not be audited"

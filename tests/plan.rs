@@ -46,7 +46,12 @@ fn every_finding_of_the_real_run_gets_a_repair() {
         assert_eq!(void["safety"], "needs-approval");
         assert!(!void["preconditions"].as_array().unwrap().is_empty());
     }
-    assert!(of_kind("adopt-external-id").is_empty());
+    // Scenario h: a lost response nothing else answers is adopted into the journal.
+    let adopts = of_kind("adopt-external-id");
+    assert_eq!(adopts.len(), 1);
+    assert_eq!(adopts[0]["dag_id"], "onceonly_h_lost_then_down");
+    assert_eq!(adopts[0]["safety"], "automatic");
+    assert_eq!(adopts[0]["journal_row"]["try_number"], 1);
     assert_eq!(of_kind("retry-same-key").len(), 1);
     assert_eq!(of_kind("retry-same-key")[0]["safety"], "automatic");
     assert_eq!(of_kind("fix-key-derivation").len(), 1);
@@ -342,4 +347,82 @@ fn sql_needs_a_database_journal() {
     let output = scenario.audit(&["--sql", scenario.path("x.sql").to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("--sql"), "{}", stderr(&output));
+}
+
+#[test]
+fn the_real_runs_lost_response_is_adopted_and_resolved() {
+    // Scenario h of the real Airflow run: try 1's response was lost, the retries met a
+    // provider that answered 500, nothing committed the object.
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let before = scenario.path("before.json");
+    let sql = scenario.path("repair.sql");
+    let first = scenario.audit(&[
+        "--format",
+        "json",
+        "--output",
+        before.to_str().unwrap(),
+        "--sql",
+        sql.to_str().unwrap(),
+    ]);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let report = json(&std::fs::read(&before).unwrap());
+    let lost: Vec<&serde_json::Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "L001" && f["dag_id"] == "onceonly_h_lost_then_down")
+        .collect();
+    assert_eq!(lost.len(), 1);
+    let script = scenario.read("repair.sql");
+    assert!(script.contains("-- 1 journal rows"), "{script}");
+
+    let url = format!("sqlite://{}", scenario.path("journal.db").display());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let count = || {
+        runtime.block_on(async {
+            use sqlx::{Connection, Row};
+            let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query("SELECT count(*) FROM export_journal")
+                .fetch_one(&mut db)
+                .await
+                .unwrap()
+                .get::<i64, _>(0)
+        })
+    };
+    let apply = || {
+        runtime.block_on(async {
+            use sqlx::Connection;
+            let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(script.clone()))
+                .execute(&mut db)
+                .await
+                .unwrap();
+        })
+    };
+    let rows = count();
+    apply();
+    assert_eq!(count(), rows + 1);
+    apply();
+    assert_eq!(
+        count(),
+        rows + 1,
+        "a second application changed the journal"
+    );
+
+    let after = scenario.audit(&["--format", "json", "--baseline", before.to_str().unwrap()]);
+    let after = json(&after.stdout);
+    let resolved: Vec<&str> = after["baseline"]["resolved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(resolved, [lost[0]["id"].as_str().unwrap()]);
+    assert_eq!(
+        after["baseline"]["new"], 0,
+        "the repair created no new finding"
+    );
 }

@@ -90,7 +90,7 @@ fn audit_of_airflow_on_postgres_matches_what_happened() {
     assert_eq!(report["coverage"]["tries"], expected["counts"]["tries"]);
     assert_eq!(
         report["coverage"]["interval_basis"],
-        serde_json::json!({"logical_date": 16, "run_after": 1})
+        serde_json::json!({"logical_date": 19, "run_after": 1})
     );
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -206,7 +206,7 @@ fn postgres_and_sqlite_give_the_same_attempts_for_the_same_scenario() {
         from_sqlite.attempts.schema()
     );
     let postgres_rows = comparable(&from_postgres.attempts);
-    assert_eq!(postgres_rows.len(), 26);
+    assert_eq!(postgres_rows.len(), 31);
     assert_eq!(postgres_rows, comparable(&from_sqlite.attempts));
 }
 
@@ -339,7 +339,7 @@ fn journal_in_postgres_with_the_recommended_table() {
     let expected: serde_json::Value =
         serde_json::from_str(&scenario.read("expected.json")).unwrap();
     assert_eq!(report["summary"]["by_rule"], expected["findings_by_code"]);
-    assert_eq!(report["coverage"]["sources"][1]["rows"], 48);
+    assert_eq!(report["coverage"]["sources"][1]["rows"], 58);
 }
 
 async fn count(postgres: &mut sqlx::PgConnection) -> i64 {

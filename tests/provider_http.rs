@@ -183,7 +183,7 @@ fn expected_rows(objects: &[Value]) -> Vec<String> {
 fn every_pagination_style_lists_exactly_the_state() {
     let objects = state();
     let expected = expected_rows(&objects);
-    assert_eq!(expected.len(), 20);
+    assert_eq!(expected.len(), 23);
     for style in STYLES {
         let mock = mock(objects.clone(), style, &[]);
         let listed = list(&mock, style, "", Window::unbounded());

@@ -26,9 +26,9 @@ fn a_saved_snapshot_gives_the_same_report_offline() {
         &std::fs::read_to_string(scenario.path("evidence/manifest.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(manifest["tables"]["attempts"]["rows"], 26);
-    assert_eq!(manifest["tables"]["journal"]["rows"], 48);
-    assert_eq!(manifest["tables"]["provider"]["rows"], 20);
+    assert_eq!(manifest["tables"]["attempts"]["rows"], 31);
+    assert_eq!(manifest["tables"]["journal"]["rows"], 58);
+    assert_eq!(manifest["tables"]["provider"]["rows"], 23);
     assert_eq!(manifest["content_hash"].as_str().unwrap().len(), 64);
 }
 

@@ -44,12 +44,13 @@ const RUN_DAY: [&str; 4] = ["--from", "2026-11-26", "--to", "2026-11-28"];
 #[test]
 fn expired_keys_are_at_risk_and_live_ones_deduplicated() {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    // The fake provider kept scenario d's keys for 5 s after each object was created.
+    // The fake provider kept scenario d's keys for 5 s after each object was created (10:01:14,
+    // :21 and :27).
     let mut args = vec![
         "--dag",
         "onceonly_d_rerun_after_success",
         "--at",
-        "2026-11-29T09:14:18Z",
+        "2026-11-29T10:01:25Z",
     ];
     args.extend(RUN_DAY);
     let (code, report) = risk(&scenario, &args);
@@ -65,7 +66,7 @@ fn expired_keys_are_at_risk_and_live_ones_deduplicated() {
     assert_eq!(classes(&report), expected);
     assert_eq!(
         report["intervals"][1]["key_expires"],
-        "2026-11-29T09:14:20Z"
+        "2026-11-29T10:01:26Z"
     );
     assert!(
         report["intervals"][0]["repair"]
@@ -88,7 +89,7 @@ fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
         "--dag",
         "onceonly_c_exhausted",
         "--at",
-        "2026-11-29T09:15:00Z",
+        "2026-11-29T10:02:00Z",
     ];
     args.extend(RUN_DAY);
     let (_, report) = risk(&scenario, &args);
@@ -112,7 +113,7 @@ fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
         "--ttl",
         "stripe",
         "--at",
-        "2026-11-29T09:15:00Z",
+        "2026-11-29T10:02:00Z",
     ];
     args.extend(RUN_DAY);
     let (_, report) = risk(&scenario, &args);
@@ -132,7 +133,7 @@ fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
         "--ttl",
         "24h",
         "--at",
-        "2026-11-29T09:15:00Z",
+        "2026-11-29T10:02:00Z",
     ];
     args.extend(RUN_DAY);
     let (code, report) = risk(&scenario, &args);
@@ -167,7 +168,7 @@ fn a_planned_airflow_backfill_is_read_from_the_metadata_database() {
     let scenario = with_backfill(None);
     let (code, report) = risk(
         &scenario,
-        &["--backfill-id", "1", "--at", "2026-11-29T09:14:18Z"],
+        &["--backfill-id", "1", "--at", "2026-11-29T10:01:25Z"],
     );
     assert_eq!(code, Some(1));
     assert_eq!(report["dag_id"], "onceonly_d_rerun_after_success");
@@ -184,7 +185,7 @@ fn a_planned_airflow_backfill_is_read_from_the_metadata_database() {
     ));
     let (code, report) = risk(
         &none,
-        &["--backfill-id", "1", "--at", "2026-11-29T09:14:18Z"],
+        &["--backfill-id", "1", "--at", "2026-11-29T10:01:25Z"],
     );
     assert_eq!(code, Some(0));
     assert_eq!(report["summary"]["safe"], 3);
