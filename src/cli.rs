@@ -44,6 +44,28 @@ pub enum Command {
     },
     /// Serve a provider state file as a paginated listing API on loopback, with faults.
     MockProvider(MockProviderArgs),
+    /// Write a synthetic scenario of any size with chosen fault rates, and its ground truth.
+    Synth(SynthArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SynthArgs {
+    /// How many intervals (all DAGs together).
+    #[arg(long, default_value_t = 100_000)]
+    pub intervals: usize,
+    /// How many DAGs, one operation each.
+    #[arg(long, default_value_t = 20)]
+    pub dags: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The folder to write (snapshot, airflow.db, journal.db, provider_state.json, configs,
+    /// truth.json).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// NAME=RATE, the share of intervals given a case: L001, D001, D002, L002, L003, M001,
+    /// M002, K002, C001, reconciled, retry, voided (e.g. --rates L001=0.01,D001=0.02).
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -67,7 +89,8 @@ pub struct MockProviderArgs {
     pub latency: u64,
     /// A fault: KIND@N (the Nth listing request) or KIND%K (every Kth), optionally =VALUE;
     /// e.g. rate-limit@2=1, server-error%3, slow@4=1500, drop@2, truncated@2, invalid-json@2,
-    /// repeat-cursor@2, insert@2=3, missing-field@2, mistyped-field@2. Repeatable.
+    /// repeat-cursor@2, insert@2=3, missing-field@2, mistyped-field@2, huge@1=80 (MiB),
+    /// gzip-bomb@1=100 (MiB unpacked). Repeatable.
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<Fault>,
     /// Append `METHOD TARGET` of every request to this file.

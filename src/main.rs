@@ -61,6 +61,26 @@ fn run(cli: Cli) -> Result<u8> {
             mock_provider::run(&args.state, &args.bind, args.port, options)?;
             Ok(0)
         }
+        Command::Synth(args) => {
+            let rates = onceonly::commands::synth::Rates::parse(&args.rates)
+                .map_err(|message| Error::usage("--rates", message))?;
+            let options = onceonly::commands::synth::SynthOptions {
+                intervals: args.intervals,
+                dags: args.dags,
+                seed: args.seed,
+                rates,
+            };
+            let written = onceonly::commands::synth::run(&options, &args.out)?;
+            output::stdout(&format!(
+                "{}: {} intervals, {} findings injected; rows {:?}; cases {:?}\n",
+                written.dir.display(),
+                written.truth.intervals,
+                written.truth.findings.len(),
+                written.truth.rows,
+                written.truth.cases
+            ))?;
+            Ok(0)
+        }
     }
 }
 
@@ -116,6 +136,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
     let config = Config::load(&args.config)?;
     let started = std::time::Instant::now();
     let audit = audit::run(&config, &options)?;
+    let rendering = std::time::Instant::now();
     if let Some(path) = &args.verdicts {
         output::write_verdicts(path, &audit.verdicts)?;
     }
@@ -148,6 +169,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         Some(path) => output::file(path, text.as_bytes())?,
         None => output::stdout(&text)?,
     }
+    audit::timing("render", rendering);
     if args.format == Format::Table && args.output.is_none() {
         let _ = std::io::stdout().flush();
     }

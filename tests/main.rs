@@ -13,5 +13,6 @@ mod provider_http;
 mod rules;
 mod saved;
 mod scenario;
+mod synth;
 mod trace;
 mod ttl_risk;

@@ -58,10 +58,12 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
         options.slack = config.provider.source.listing_slack();
     }
     let options = &options;
+    let started = std::time::Instant::now();
     let tables = match &options.from_snapshot {
         Some(dir) => sources::saved::load(dir)?.0,
         None => sources::load(config, &filter, options.slack.unwrap_or(DEFAULT_SLACK))?,
     };
+    timing("read", started);
     if let Some(dir) = &options.save_snapshot {
         let window = sources::saved::Window {
             dag: options.dag.clone(),
@@ -81,7 +83,28 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
     audit_tables(config, &tables, options)
 }
 
+/// With `ONCEONLY_TIMINGS` set, each phase's wall time and the peak memory so far go to
+/// stderr (bench/scale reads them).
+pub fn timing(phase: &str, since: std::time::Instant) {
+    if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
+        return;
+    }
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:").map(|kb| kb.trim().to_string()))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    eprintln!(
+        "onceonly timing: {phase} {:.3}s peak-rss {peak}",
+        since.elapsed().as_secs_f64()
+    );
+}
+
 pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
+    let started = std::time::Instant::now();
     let (attempts, journal, provider, window) = scope(tables, options)?;
     let mut prepared = Prepared::build(
         config,
@@ -100,6 +123,7 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
             .engine("filtering objects by dag")?;
         prepared.objects = keep;
     }
+    timing("prepare", started);
 
     let selected: Vec<&dyn Rule> = if options.rules.is_empty() {
         rules::REGISTRY.to_vec()
@@ -115,7 +139,10 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
             })
             .collect()
     };
+    let started = std::time::Instant::now();
     let findings = rules::run_all(&prepared, &selected)?;
+    timing("rules", started);
+    let started = std::time::Instant::now();
     let verdicts = crate::verdicts::compute(&prepared)?;
     let mut verdict_counts = BTreeMap::new();
     for verdict in texts(&verdicts, "verdict")?.into_iter().flatten() {
@@ -168,6 +195,8 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
         warnings: tables.warnings.clone(),
     };
     let summary = Summary::new(&findings, verdict_counts);
+    timing("verdicts", started);
+    let started = std::time::Instant::now();
     let plan = match options.plan {
         true => Some(crate::plan::build(
             &findings,
@@ -176,6 +205,9 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
         )?),
         false => None,
     };
+    if options.plan {
+        timing("plan", started);
+    }
     let mut report = Report {
         format_version: crate::report::FORMAT_VERSION,
         coverage,

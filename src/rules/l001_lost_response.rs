@@ -64,15 +64,18 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         .engine("L001 journal")?;
     let objects = ObjectRows::read(&lost)?;
     let journal = JournalRows::read(&writers)?;
-    let tries_by_key = groups(&writers, &["op_key"])?;
+    // Journal rows by key, looked up once per lost object (a scan per object is quadratic).
+    let tries_by_key: std::collections::HashMap<&str, Vec<usize>> = groups(&writers, &["op_key"])?
+        .into_iter()
+        .filter_map(|(first, rows)| Some((journal.op_key[first].as_deref()?, rows)))
+        .collect();
 
     (0..lost.height())
         .map(|row| {
             let key = objects.key[row].clone().unwrap_or_default();
             let journal_rows: Vec<usize> = tries_by_key
-                .iter()
-                .find(|(first, _)| journal.op_key[*first].as_deref() == Some(key.as_str()))
-                .map(|(_, rows)| rows.clone())
+                .get(key.as_str())
+                .cloned()
                 .unwrap_or_default();
             let mut evidence = journal.evidence(&journal_rows);
             evidence.external_ids = vec![objects.id(row).to_string()];

@@ -1,0 +1,186 @@
+//! `onceonly synth`: the audit finds exactly what the generator injected, whichever way the
+//! scenario is read (saved snapshot; Airflow SQLite + journal SQLite + the provider listed
+//! from the loopback mock), and a seed always gives the same scenario.
+
+use onceonly::commands::audit::{self, AuditOptions};
+use onceonly::commands::mock_provider::{self, MockOptions, MockPagination};
+use onceonly::commands::synth::{self, Expected, Rates, SynthOptions};
+use onceonly::config::Config;
+use onceonly::rules::Finding;
+
+use crate::scenario::{onceonly, stderr, stdout};
+
+/// Every fault at 2 %, so 2,000 intervals hold dozens of each.
+fn options(seed: u64) -> SynthOptions {
+    let faults = [
+        "L001", "D001", "D002", "L002", "L003", "M001", "M002", "K002", "C001",
+    ];
+    let entries: Vec<String> = faults.iter().map(|code| format!("{code}=0.02")).collect();
+    SynthOptions {
+        intervals: 2_000,
+        dags: 3,
+        seed,
+        rates: Rates::parse(&entries).unwrap(),
+    }
+}
+
+fn found(findings: &[Finding]) -> Vec<Expected> {
+    let mut found: Vec<Expected> = findings
+        .iter()
+        .map(|finding| Expected {
+            code: finding.code.to_string(),
+            dag_id: finding.dag_id.clone().unwrap_or_default(),
+            interval: finding.interval.clone().unwrap_or_default(),
+            op_key: finding.op_key.clone(),
+            external_ids: finding.evidence.external_ids.clone(),
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn assert_same(source: &str, seed: u64, findings: &[Finding], truth: &[Expected]) {
+    let found = found(findings);
+    let missing: Vec<_> = truth
+        .iter()
+        .filter(|e| !found.contains(e))
+        .take(3)
+        .collect();
+    let extra: Vec<_> = found
+        .iter()
+        .filter(|f| !truth.contains(f))
+        .take(3)
+        .collect();
+    assert!(
+        found == truth,
+        "{source}, seed {seed}: {} findings, {} injected; missing {missing:?}; extra {extra:?}",
+        found.len(),
+        truth.len()
+    );
+}
+
+#[test]
+fn findings_equal_the_injected_truth_from_every_source() {
+    for seed in [1, 7, 42] {
+        let dir = tempfile::tempdir().unwrap();
+        let written = synth::run(&options(seed), dir.path()).unwrap();
+        let truth = &written.truth.findings;
+        for code in [
+            "L001", "D001", "D002", "K001", "L002", "L003", "M001", "M002", "K002", "C001",
+        ] {
+            assert!(
+                truth.iter().any(|f| f.code == code),
+                "seed {seed} injected no {code}"
+            );
+        }
+
+        // The saved snapshot, as `audit --from-snapshot DIR --config DIR/onceonly.toml`.
+        let config = Config::load(&dir.path().join("onceonly.toml")).unwrap();
+        let from_snapshot = AuditOptions {
+            from_snapshot: Some(dir.path().to_path_buf()),
+            ..AuditOptions::default()
+        };
+        let report = audit::run(&config, &from_snapshot).unwrap().report;
+        assert_same("snapshot", seed, &report.findings, truth);
+        assert_eq!(
+            report.summary.reconciled_retries,
+            written.truth.cases["reconciled"] + written.truth.cases["K002"],
+            "every recovered lost response, and every re-run the provider replayed, is counted"
+        );
+
+        // Airflow's SQLite database and the journal database, the provider listed over HTTP.
+        let objects = mock_provider::load_state(&dir.path().join("provider_state.json")).unwrap();
+        let mut mock = MockOptions::new(objects, MockPagination::Cursor);
+        mock.page_size = 1000;
+        let mock = mock_provider::start(mock, 0).unwrap();
+        let listing = dir.path().join("listing.toml");
+        std::fs::write(&listing, synth::config(3, Some(&mock.url()))).unwrap();
+        let config = Config::load(&listing).unwrap();
+        let report = audit::run(&config, &AuditOptions::default())
+            .unwrap()
+            .report;
+        assert_same("sqlite + mock provider", seed, &report.findings, truth);
+        assert!(
+            report.coverage.sources[0].source.contains("airflow.db"),
+            "{:?}",
+            report.coverage.sources
+        );
+        mock.stop();
+    }
+}
+
+#[test]
+fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = synth::run(&options(3), one.path()).unwrap();
+    let second = synth::run(&options(3), two.path()).unwrap();
+    assert_eq!(first.truth.findings, second.truth.findings);
+    let manifest = |dir: &std::path::Path| {
+        let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["content_hash"].clone()
+    };
+    assert_eq!(manifest(one.path()), manifest(two.path()));
+    let other = synth::generate(&options(4)).unwrap();
+    assert_ne!(other.truth.findings, first.truth.findings);
+
+    // Through the binary: synth, then audit the snapshot it wrote.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let out = out.to_str().unwrap();
+    let made = onceonly(&[
+        "synth",
+        "--intervals",
+        "500",
+        "--dags",
+        "2",
+        "--seed",
+        "9",
+        "--out",
+        out,
+        "--rates",
+        "L001=0.05,M002=0.05",
+    ]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    let config = format!("{out}/onceonly.toml");
+    let audited = onceonly(&[
+        "audit",
+        "--from-snapshot",
+        out,
+        "--config",
+        &config,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(audited.status.code(), Some(1), "{}", stderr(&audited));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&audited)).unwrap();
+    let truth: synth::Truth =
+        serde_json::from_str(&std::fs::read_to_string(format!("{out}/truth.json")).unwrap())
+            .unwrap();
+    let codes = |findings: &serde_json::Value| {
+        let mut codes: Vec<String> = findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| format!("{} {}", f["code"], f["op_key"]))
+            .collect();
+        codes.sort();
+        codes
+    };
+    let mut expected: Vec<String> = truth
+        .findings
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                serde_json::json!(f.code),
+                serde_json::json!(f.op_key)
+            )
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(codes(&report["findings"]), expected);
+
+    let bad = onceonly(&["synth", "--out", out, "--rates", "X001=0.1"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("X001"), "{}", stderr(&bad));
+}
