@@ -405,9 +405,12 @@ fn attribute_objects(
         .unique(None, UniqueKeepStrategy::Any)
         .with_column(lit(true).alias("key_journaled"));
 
+    // `raw` is kept in snapshots as evidence; no rule reads it, and carrying the provider's
+    // JSON through every join and sort cost most of the memory at a million objects.
     let objects = provider
         .clone()
         .lazy()
+        .drop(cols(["raw"]))
         .rename(
             ["interval_start", "interval_end"],
             ["provider_interval_start", "provider_interval_end"],
