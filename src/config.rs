@@ -104,6 +104,10 @@ struct RawProvider {
     timeout: Option<String>,
     deadline: Option<String>,
     max_pages: Option<usize>,
+    /// The largest page body, in bytes after any gzip decoding (default 64 MiB).
+    max_page_bytes: Option<u64>,
+    /// The most objects the listing may hold (default 10 million).
+    max_objects: Option<usize>,
     /// cursor/link: created-at slices listed concurrently (default 4 × concurrency).
     sub_windows: Option<usize>,
     /// Margin around the audited tries when listing (default 1h).
@@ -302,6 +306,22 @@ impl Config {
                     format!("[journal.columns] `{canonical}` maps to an empty name"),
                 ));
             }
+            if own.chars().any(char::is_control) {
+                return Err(at.error(
+                    canonical,
+                    format!("[journal.columns] `{canonical}` = {own:?} holds a control character"),
+                ));
+            }
+        }
+        // Table and column names go into repair scripts as quoted identifiers; a NUL would end
+        // the statement early in SQLite's parser, so no control character is accepted.
+        if let Some(table) = &journal.table
+            && table.chars().any(char::is_control)
+        {
+            return Err(at.error(
+                "table",
+                format!("[journal] table = {table:?} holds a control character"),
+            ));
         }
         let phases = phase_mapping(journal.phases.as_ref(), &at)?;
 
@@ -508,7 +528,7 @@ impl Config {
 fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<Source> {
     let table = "provider";
     let err = |key: &str, message: String| at.error_in(table, key, format!("[provider] {message}"));
-    let listing_keys: [(&str, bool); 26] = [
+    let listing_keys: [(&str, bool); 28] = [
         ("pagination", raw.pagination.is_some()),
         ("cursor_param", raw.cursor_param.is_some()),
         ("next_cursor", raw.next_cursor.is_some()),
@@ -532,6 +552,8 @@ fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<S
         ("timeout", raw.timeout.is_some()),
         ("deadline", raw.deadline.is_some()),
         ("max_pages", raw.max_pages.is_some()),
+        ("max_page_bytes", raw.max_page_bytes.is_some()),
+        ("max_objects", raw.max_objects.is_some()),
         ("sub_windows", raw.sub_windows.is_some()),
         ("slack", raw.slack.is_some()),
         ("backoff", raw.backoff.is_some()),
@@ -640,8 +662,11 @@ fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<S
     };
 
     let page_size = raw.page_size.unwrap_or(100);
-    if page_size == 0 {
-        return Err(err("page_size", "page_size must be at least 1".into()));
+    if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(err(
+            "page_size",
+            format!("page_size = {page_size}: use 1 to {MAX_PAGE_SIZE} objects a page"),
+        ));
     }
     let page_size_param = match raw.page_size_param.as_deref().map(str::trim) {
         None => Some("limit".to_string()),
@@ -773,11 +798,16 @@ fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<S
     }
     let min_interval = match raw.requests_per_second {
         None => Some(Duration::from_millis(100)),
-        Some(rate) if rate.is_finite() && rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
+        // Below one request a day the listing would never end; Duration would overflow.
+        Some(rate) if rate.is_finite() && rate >= 1.0 / 86_400.0 => {
+            Some(Duration::from_secs_f64(1.0 / rate))
+        }
         Some(rate) => {
             return Err(err(
                 "requests_per_second",
-                format!("requests_per_second = {rate}: give a number above 0"),
+                format!(
+                    "requests_per_second = {rate}: give a number of at least 0.0000116 (one a day)"
+                ),
             ));
         }
     };
@@ -793,6 +823,17 @@ fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<S
     let max_pages = raw.max_pages.unwrap_or(10_000);
     if max_pages == 0 {
         return Err(err("max_pages", "max_pages must be at least 1".into()));
+    }
+    let max_page_bytes = raw.max_page_bytes.unwrap_or(64 << 20);
+    if max_page_bytes < 1024 {
+        return Err(err(
+            "max_page_bytes",
+            format!("max_page_bytes = {max_page_bytes}: a page needs at least 1024 bytes"),
+        ));
+    }
+    let max_objects = raw.max_objects.unwrap_or(10_000_000);
+    if max_objects == 0 {
+        return Err(err("max_objects", "max_objects must be at least 1".into()));
     }
     let sub_windows = raw.sub_windows.unwrap_or(concurrency * 4);
     if sub_windows == 0 {
@@ -831,11 +872,17 @@ fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<S
         timeout: wait("timeout", &raw.timeout, "30s")?,
         deadline: wait("deadline", &raw.deadline, "15m")?,
         max_pages,
+        max_page_bytes,
+        max_objects,
         sub_windows,
         slack,
         backoff: wait("backoff", &raw.backoff, "500ms")?,
     })))
 }
+
+/// The most objects a page may be asked for: beyond it one page is a bulk export, and its
+/// body would pass any sensible `max_page_bytes`.
+const MAX_PAGE_SIZE: u32 = 10_000;
 
 /// `500ms`, or any duration [`timestamp::parse_duration`] reads (`30s`, `10m`, `1h`).
 fn wait_duration(text: &str) -> Option<Duration> {

@@ -48,6 +48,19 @@ pub fn write_verdicts(path: &Path, verdicts: &DataFrame) -> Result<()> {
         .extension()
         .is_some_and(|ext| ext.eq_ignore_ascii_case("csv"));
     if is_csv {
+        // Run ids, keys and ids come from Airflow and the provider: a cell a spreadsheet would
+        // run as a formula gets a leading quote, as in the CSV report. Numbers stay numbers.
+        let columns = frame
+            .columns()
+            .iter()
+            .map(|column| match column.str() {
+                Ok(texts) => texts
+                    .apply_values(|text| crate::render::csv::defuse(text).into())
+                    .into_column(),
+                Err(_) => column.clone(),
+            })
+            .collect();
+        frame = DataFrame::new_infer_height(columns).engine("defusing verdicts")?;
         CsvWriter::new(&mut bytes)
             .finish(&mut frame)
             .engine("writing verdicts")?;

@@ -25,7 +25,9 @@
 //! created before all others, appear before the answer: page and offset listings shift),
 //! `change` (one object inserted so, and every object's status becomes `voided`),
 //! `missing-field` (the first object on the page lacks `id`), `mistyped-field` (its
-//! `created` is not a time).
+//! `created` is not a time), `huge` (a valid page padded to VALUE MiB, default 80),
+//! `gzip-bomb` (a valid page, gzipped, that unpacks to VALUE MiB, default 100, from a body
+//! of about a thousandth of that).
 //!
 //! The server is a small hand-written HTTP/1.1 (one request per connection) over tokio, to
 //! add no dependencies. It only ever binds a loopback address.
@@ -89,6 +91,10 @@ pub enum FaultKind {
     Change,
     MissingField,
     MistypedField,
+    /// A valid page padded with whitespace to this many MiB.
+    Huge(u64),
+    /// A valid page, gzipped, that unpacks to this many MiB.
+    GzipBomb(u64),
 }
 
 /// A switchable fault: `rate-limit@3`, `server-error%2`, `slow@2=1500`, `insert@2=3`, ….
@@ -106,7 +112,8 @@ impl FromStr for Fault {
             format!(
                 "{text:?}: write KIND@N (the Nth request) or KIND%K (every Kth), optionally =VALUE; \
                  KIND is rate-limit, rate-limit-date, server-error, slow, drop, truncated, \
-                 invalid-json, repeat-cursor, insert, change, missing-field or mistyped-field"
+                 invalid-json, repeat-cursor, insert, change, missing-field, mistyped-field, \
+                 huge or gzip-bomb"
             )
         };
         let (head, value) = match text.split_once('=') {
@@ -145,6 +152,8 @@ impl FromStr for Fault {
             "change" => FaultKind::Change,
             "missing-field" => FaultKind::MissingField,
             "mistyped-field" => FaultKind::MistypedField,
+            "huge" => FaultKind::Huge(number(80)?),
+            "gzip-bomb" => FaultKind::GzipBomb(number(100)?),
             _ => return Err(usage()),
         };
         Ok(Fault { kind, trigger })
@@ -436,7 +445,7 @@ async fn serve(mut stream: TcpStream, state: &Shared) -> std::io::Result<()> {
         answer.status,
         reason(answer.status),
         answer.content_type,
-        answer.body.len()
+        answer.body.len() as u64 + answer.padding
     );
     for (name, value) in &answer.headers {
         out.push_str(&format!("{name}: {value}\r\n"));
@@ -444,6 +453,14 @@ async fn serve(mut stream: TcpStream, state: &Shared) -> std::io::Result<()> {
     out.push_str("\r\n");
     stream.write_all(out.as_bytes()).await?;
     stream.write_all(&answer.body).await?;
+    // Padding is streamed, not held: a `huge` page costs the mock no memory.
+    let spaces = [b' '; 64 * 1024];
+    let mut left = answer.padding;
+    while left > 0 {
+        let now = left.min(spaces.len() as u64) as usize;
+        stream.write_all(&spaces[..now]).await?;
+        left -= now as u64;
+    }
     stream.shutdown().await
 }
 
@@ -452,6 +469,8 @@ struct Answer {
     content_type: &'static str,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
+    /// Spaces sent after `body` (JSON allows trailing whitespace).
+    padding: u64,
     delay: Option<Duration>,
     drop: bool,
 }
@@ -463,6 +482,7 @@ impl Answer {
             content_type: "application/json",
             headers: Vec::new(),
             body: body.to_string().into_bytes(),
+            padding: 0,
             delay: None,
             drop: false,
         }
@@ -581,7 +601,141 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
         answer.content_type = "text/html";
         answer.body = b"<html><body><h1>Service temporarily overloaded</h1></body></html>".to_vec();
     }
+    for fault in &faults {
+        match *fault {
+            FaultKind::Huge(mib) => {
+                answer.padding = (mib << 20).saturating_sub(answer.body.len() as u64);
+            }
+            FaultKind::GzipBomb(mib) => {
+                let padding = (mib << 20).saturating_sub(answer.body.len() as u64);
+                answer.body = gzip_padded(&answer.body, padding);
+                answer
+                    .headers
+                    .push(("Content-Encoding".into(), "gzip".into()));
+            }
+            _ => {}
+        }
+    }
     answer
+}
+
+/// `body` followed by `padding` spaces, gzipped: one fixed-Huffman deflate block in which
+/// the spaces are back-references of 258 bytes, 13 bits each, so a GiB packs into about
+/// 6 MiB. Written by hand to add no dependency; a real gzip decoder unpacks it exactly.
+fn gzip_padded(body: &[u8], padding: u64) -> Vec<u8> {
+    struct Bits {
+        out: Vec<u8>,
+        byte: u32,
+        used: u32,
+    }
+    impl Bits {
+        /// `count` bits of `value`, least significant first (deflate's packing order).
+        fn put(&mut self, value: u32, count: u32) {
+            for bit in 0..count {
+                self.byte |= ((value >> bit) & 1) << self.used;
+                self.used += 1;
+                if self.used == 8 {
+                    self.out.push(self.byte as u8);
+                    self.byte = 0;
+                    self.used = 0;
+                }
+            }
+        }
+        /// A Huffman code: most significant bit first.
+        fn code(&mut self, code: u32, count: u32) {
+            let reversed = code.reverse_bits() >> (32 - count);
+            self.put(reversed, count);
+        }
+        fn literal(&mut self, byte: u8) {
+            match byte {
+                0..=143 => self.code(0x30 + u32::from(byte), 8),
+                _ => self.code(0x190 + u32::from(byte) - 144, 9),
+            }
+        }
+    }
+    let mut crc = Crc32::new();
+    let mut bits = Bits {
+        out: vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff],
+        byte: 0,
+        used: 0,
+    };
+    bits.put(1, 1); // the last block
+    bits.put(1, 2); // fixed Huffman codes
+    for byte in body {
+        bits.literal(*byte);
+    }
+    crc.update(body);
+    let mut left = padding;
+    if left > 0 {
+        bits.literal(b' ');
+        left -= 1;
+    }
+    while left >= 258 {
+        bits.code(0xC5, 8); // length 258 (code 285)
+        bits.code(0, 5); // distance 1
+        left -= 258;
+    }
+    for _ in 0..left {
+        bits.literal(b' ');
+    }
+    crc.spaces(padding);
+    bits.code(0, 7); // end of block (256)
+    if bits.used > 0 {
+        bits.out.push(bits.byte as u8);
+    }
+    let size = body.len() as u64 + padding;
+    let mut out = bits.out;
+    out.extend_from_slice(&crc.value().to_le_bytes());
+    out.extend_from_slice(&(size as u32).to_le_bytes());
+    out
+}
+
+/// CRC-32 (IEEE), as gzip's trailer holds it.
+struct Crc32 {
+    table: [u32; 256],
+    crc: u32,
+}
+
+impl Crc32 {
+    fn new() -> Crc32 {
+        let mut table = [0u32; 256];
+        for (n, entry) in table.iter_mut().enumerate() {
+            let mut c = n as u32;
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *entry = c;
+        }
+        Crc32 {
+            table,
+            crc: 0xFFFF_FFFF,
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.crc =
+                self.table[((self.crc ^ u32::from(*byte)) & 0xFF) as usize] ^ (self.crc >> 8);
+        }
+    }
+
+    fn spaces(&mut self, count: u64) {
+        let block = [b' '; 4096];
+        let mut left = count;
+        while left > 0 {
+            let now = left.min(block.len() as u64) as usize;
+            self.update(&block[..now]);
+            left -= now as u64;
+        }
+    }
+
+    fn value(&self) -> u32 {
+        !self.crc
+    }
 }
 
 /// New objects created before all others: a page or offset listing in progress shifts.

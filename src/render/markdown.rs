@@ -45,7 +45,9 @@ pub(crate) fn escape(text: &str) -> String {
                 out.push(ch);
             }
             '\n' | '\r' => out.push(' '),
-            ch if ch.is_control() => out.push_str(&format!("\\u{{{:x}}}", ch as u32)),
+            ch if ch.is_control() || super::is_bidi(ch) => {
+                out.push_str(&format!("\\u{{{:x}}}", ch as u32))
+            }
             ch => out.push(ch),
         }
     }

@@ -1,6 +1,6 @@
 //! Renderers: a report in, text out. They know nothing of sources or rules.
 
-mod csv;
+pub(crate) mod csv;
 mod markdown;
 pub mod metrics;
 pub mod plan;
@@ -60,15 +60,19 @@ fn ndjson(report: &Report) -> String {
 pub fn terminal_safe(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
-        if ch.is_control()
-            || matches!(ch, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        {
+        if ch.is_control() || is_bidi(ch) {
             let _ = write!(out, "\\u{{{:x}}}", ch as u32);
         } else {
             out.push(ch);
         }
     }
     out
+}
+
+/// Zero-width and bidirectional controls: invisible, yet they reorder what a reader sees
+/// (a key that reads `exp_1` may be `1_pxe`).
+pub(crate) fn is_bidi(ch: char) -> bool {
+    matches!(ch, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// The coverage lines every human-readable format starts with.

@@ -17,7 +17,8 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            ch if ch.is_control() => {
+            // Shown, not obeyed: a bidi control would reorder the text around it.
+            ch if ch.is_control() || super::is_bidi(ch) => {
                 let _ = write!(out, "\\u{{{:x}}}", ch as u32);
             }
             ch => out.push(ch),

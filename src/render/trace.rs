@@ -43,7 +43,7 @@ pub fn text(trace: &Trace) -> String {
         tries.add_row(vec![
             terminal_safe(&t.try_ref),
             terminal_safe(&t.task_id),
-            t.state.clone().unwrap_or_default(),
+            terminal_safe(t.state.as_deref().unwrap_or_default()),
             terminal_safe(t.hostname.as_deref().unwrap_or("-")),
             t.pid.map(|p| p.to_string()).unwrap_or_default(),
             t.start_date.clone().unwrap_or_default(),

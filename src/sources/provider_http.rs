@@ -217,6 +217,11 @@ pub struct ProviderApi {
     /// The whole listing.
     pub deadline: Duration,
     pub max_pages: usize,
+    /// The largest body one page may have, in bytes, as read: after any gzip decoding, so a
+    /// small compressed answer cannot unpack into an unbounded one.
+    pub max_page_bytes: u64,
+    /// The most objects the whole listing may hold (repeats included).
+    pub max_objects: usize,
     /// Created-at slices a cursor or link listing is split into (when the window is bounded).
     pub sub_windows: usize,
     /// Margin around the audited tries, microseconds.
@@ -307,6 +312,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         pace: Mutex::new(Instant::now()),
         deadline: Instant::now() + api.deadline,
         pages: AtomicUsize::new(0),
+        objects: AtomicUsize::new(0),
         requests: AtomicUsize::new(0),
         retries: AtomicUsize::new(0),
         seed: AtomicU64::new(seed()),
@@ -501,6 +507,8 @@ struct Fetcher<'a> {
     pace: Mutex<Instant>,
     deadline: Instant,
     pages: AtomicUsize,
+    /// Objects read so far, for `max_objects`.
+    objects: AtomicUsize,
     requests: AtomicUsize,
     retries: AtomicUsize,
     seed: AtomicU64,
@@ -680,17 +688,15 @@ impl Fetcher<'_> {
     }
 
     fn items(&self, body: &Value, label: &str) -> Result<Vec<Value>> {
-        let path = &self.api.items;
-        match path.get(body) {
-            Some(Value::Array(items)) => Ok(items.clone()),
-            Some(other) => Err(self.api.incomplete(format!(
-                "{label}: `{path}` is {}, not the array of objects",
-                json_type(other)
-            ))),
-            None => Err(self
-                .api
-                .incomplete(format!("{label}: the answer has no `{path}`"))),
+        let items = page_items(self.api, body, label)?;
+        let seen = self.objects.fetch_add(items.len(), Ordering::Relaxed) + items.len();
+        if seen > self.api.max_objects {
+            return Err(self.api.incomplete(format!(
+                "{label}: the listing passed {} objects (max_objects) before it ended",
+                self.api.max_objects
+            )));
         }
+        Ok(items)
     }
 
     fn total(&self, body: &Value, label: &str) -> Result<Option<i64>> {
@@ -794,15 +800,7 @@ impl Fetcher<'_> {
                 .iter()
                 .filter_map(|value| value.to_str().ok())
                 .find_map(next_link);
-            let body = match response.bytes().await {
-                Ok(body) => body,
-                Err(err) => {
-                    return Err(Failure::Retry {
-                        reason: chain(&err),
-                        after: None,
-                    });
-                }
-            };
+            let body = read_capped(response, api.max_page_bytes).await?;
             if status.as_u16() == 429 || status.is_server_error() {
                 return Err(Failure::Retry {
                     reason: format!("HTTP {}", status_line(status)),
@@ -849,6 +847,69 @@ impl Fetcher<'_> {
         let fraction = 0.5 + (random >> 11) as f64 / (1u64 << 53) as f64 / 2.0;
         ceiling.mul_f64(fraction)
     }
+}
+
+/// A response body, read chunk by chunk (decoded, when it came gzipped) and refused as soon
+/// as it passes `limit` bytes: a huge page or a gzip bomb costs at most `limit` of memory.
+async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, Failure> {
+    // A declared length is the length on the wire; a gzipped body is checked as it unpacks.
+    if let Some(declared) = response.content_length()
+        && declared > limit
+    {
+        return Err(Failure::Fatal(format!(
+            "the answer is {declared} bytes, more than the {limit} a page may have (max_page_bytes)"
+        )));
+    }
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() as u64 + chunk.len() as u64 > limit {
+                    return Err(Failure::Fatal(format!(
+                        "the answer passed the {limit} bytes a page may have (max_page_bytes) as it was read, after any gzip decoding"
+                    )));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(err) => {
+                return Err(Failure::Retry {
+                    reason: chain(&err),
+                    after: None,
+                });
+            }
+        }
+    }
+}
+
+/// The array of objects in one page's body.
+fn page_items(api: &ProviderApi, body: &Value, label: &str) -> Result<Vec<Value>> {
+    let path = &api.items;
+    match path.get(body) {
+        Some(Value::Array(items)) => Ok(items.clone()),
+        Some(other) => Err(api.incomplete(format!(
+            "{label}: `{path}` is {}, not the array of objects",
+            json_type(other)
+        ))),
+        None => Err(api.incomplete(format!("{label}: the answer has no `{path}`"))),
+    }
+}
+
+/// One page's body, as the listing reads it, turned into provider rows as if it were the
+/// whole listing: the JSON, the array of objects, every mapped field. No I/O, so tests and
+/// the fuzzer (fuzz/fuzz_targets/provider_page.rs) can drive it directly.
+pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<DataFrame> {
+    let label = "page 1".to_string();
+    let body: Value = serde_json::from_slice(body).map_err(|err| {
+        api.incomplete(format!(
+            "{label}: the answer is not JSON ({err}; {} bytes: {})",
+            body.len(),
+            snippet(body)
+        ))
+    })?;
+    let items = page_items(api, &body, &label)?;
+    let pages = [Page { label, items }];
+    frame(api, &pages, window, &mut ListingCoverage::default())
 }
 
 /// Checks and assembles the objects of every page, in listing order, counted once each.
@@ -1172,6 +1233,61 @@ mod tests {
             TimeFormat::Rfc3339.write(1_500_000, true),
             "1970-01-01T00:00:02Z"
         );
+    }
+
+    /// A listing API that reads `data` with the canonical names, for one page at a time.
+    fn page_api() -> ProviderApi {
+        ProviderApi {
+            url: "http://127.0.0.1:1/exports".into(),
+            shown: "provider listing http://127.0.0.1:1/exports".into(),
+            pagination: Pagination::Offset {
+                param: "offset".into(),
+            },
+            page_size_param: None,
+            page_size: 100,
+            items: JsonPath::parse("data").unwrap(),
+            total: None,
+            created_after_param: None,
+            created_before_param: None,
+            time_format: TimeFormat::Rfc3339,
+            query: BTreeMap::new(),
+            fields: BTreeMap::new(),
+            auth: Auth::None,
+            concurrency: 1,
+            min_interval: None,
+            retries: 0,
+            timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(1),
+            max_pages: 1,
+            max_page_bytes: 1 << 20,
+            max_objects: 100,
+            sub_windows: 1,
+            slack: 0,
+            backoff: Duration::from_millis(1),
+        }
+    }
+
+    #[test]
+    fn one_page_becomes_rows_or_names_what_is_wrong() {
+        let api = page_api();
+        let page = br#"{"data": [{"external_id": 7, "created_at": "2026-11-01T00:00:00Z", "status": "live"}]}"#;
+        let rows = parse_page(&api, page, Window::unbounded()).unwrap();
+        assert_eq!(rows.height(), 1);
+        let err = parse_page(
+            &api,
+            br#"{"data": [{"status": "live"}]}"#,
+            Window::unbounded(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("object 1") && err.contains("external_id"),
+            "{err}"
+        );
+        let err = parse_page(&api, b"<html>", Window::unbounded())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("page 1: the answer is not JSON"), "{err}");
     }
 
     #[test]
