@@ -172,16 +172,7 @@ fn tries_come_from_history_and_task_instance_with_decoded_conf() {
 /// A writable copy of a fixture database, changed with SQL.
 fn changed_copy(version: &str, sql: &'static str) -> Scenario {
     let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
-    let url = format!("sqlite://{}", scenario.path("airflow.db").display());
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            use sqlx::Connection;
-            let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
-            sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
-        });
+    scenario.sqlite("airflow.db", sql);
     scenario
 }
 

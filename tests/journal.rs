@@ -5,16 +5,7 @@ use crate::scenario::{Scenario, stderr};
 /// The real 3.3.2 run with its journal.db changed by `sql` first.
 fn with_journal_sql(sql: &'static str) -> Scenario {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    let url = format!("sqlite://{}", scenario.path("journal.db").display());
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            use sqlx::Connection;
-            let mut connection = sqlx::SqliteConnection::connect(&url).await.unwrap();
-            sqlx::raw_sql(sql).execute(&mut connection).await.unwrap();
-        });
+    scenario.sqlite("journal.db", sql);
     scenario
 }
 

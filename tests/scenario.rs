@@ -48,6 +48,25 @@ impl Scenario {
         self.write(name, &text.replacen(from, to, 1));
     }
 
+    /// Changes one of the scenario's SQLite databases with SQL.
+    pub fn sqlite(&self, file: &str, sql: &'static str) {
+        let url = format!("sqlite://{}", self.path(file).display());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(async {
+                use sqlx::Connection;
+                let mut db = sqlx::SqliteConnection::connect(&url)
+                    .await
+                    .expect("open the database");
+                sqlx::raw_sql(sql)
+                    .execute(&mut db)
+                    .await
+                    .expect("run the SQL");
+            });
+    }
+
     pub fn audit(&self, args: &[&str]) -> Output {
         let config = self.config();
         let mut all = vec!["audit", "--config", config.to_str().expect("utf-8 path")];

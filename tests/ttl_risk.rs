@@ -149,16 +149,7 @@ fn with_backfill(sql: Option<&'static str>) -> Scenario {
     )
     .unwrap();
     if let Some(sql) = sql {
-        let url = format!("sqlite://{}", scenario.path("airflow.db").display());
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                use sqlx::Connection;
-                let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
-                sqlx::raw_sql(sql).execute(&mut db).await.unwrap();
-            });
+        scenario.sqlite("airflow.db", sql);
     }
     scenario
 }
