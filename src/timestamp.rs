@@ -11,6 +11,16 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 /// * epoch seconds or milliseconds (an integer above 10^11 is taken as milliseconds, which
 ///   keeps seconds unambiguous until the year 5138).
 pub fn parse(text: &str) -> Option<i64> {
+    // Only instants RFC 3339 can write back (years 0001 to 9999): a value parsed must survive
+    // being formatted and read again (found by fuzzing: 16-digit epoch milliseconds).
+    parse_any(text).filter(|micros| (EARLIEST..=LATEST).contains(micros))
+}
+
+/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z.
+const EARLIEST: i64 = -62_135_596_800_000_000;
+const LATEST: i64 = 253_402_300_799_999_999;
+
+fn parse_any(text: &str) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() {
         return None;
@@ -143,7 +153,7 @@ pub fn from_epoch_number(value: f64) -> Option<i64> {
     } else {
         value * 1_000_000.0
     };
-    Some(micros.round() as i64)
+    Some(micros.round() as i64).filter(|micros| *micros <= LATEST)
 }
 
 /// RFC 3339 in UTC with a `Z`, seconds precision unless the value has a fraction.
@@ -271,6 +281,16 @@ mod tests {
             assert_eq!(parse_common(text.as_bytes()), None, "{text}");
             assert_eq!(parse(text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn instants_rfc_3339_cannot_write_are_refused() {
+        // The fuzzer's crash: epoch milliseconds beyond the year 9999.
+        assert_eq!(parse("9199999999992222"), None);
+        assert_eq!(from_epoch_number(9_199_999_999_992_222.0), None);
+        let last = parse("9999-12-31T23:59:59.999999Z").unwrap();
+        assert_eq!(parse(&format(last)), Some(last));
+        assert_eq!(parse("0001-01-01T00:00:00Z"), Some(EARLIEST));
     }
 
     #[test]
