@@ -19,4 +19,5 @@ pub mod retention;
 pub mod rules;
 pub mod sources;
 pub mod timestamp;
+pub mod timing;
 pub mod verdicts;

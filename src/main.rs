@@ -169,7 +169,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         Some(path) => output::file(path, text.as_bytes())?,
         None => output::stdout(&text)?,
     }
-    audit::timing("render", rendering);
+    onceonly::timing::phase("render", rendering);
     if args.format == Format::Table && args.output.is_none() {
         let _ = std::io::stdout().flush();
     }

@@ -32,11 +32,13 @@ pub fn file(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
-/// Verdicts as CSV (`.csv`) or NDJSON (anything else), timestamps in RFC 3339.
+/// Verdicts as CSV (`.csv`) or NDJSON (anything else), one row per try in the order of
+/// `prepare::TRY`, timestamps in RFC 3339.
 pub fn write_verdicts(path: &Path, verdicts: &DataFrame) -> Result<()> {
     let mut frame = verdicts
         .clone()
         .lazy()
+        .sort(crate::prepare::TRY.to_vec(), Default::default())
         .with_columns([
             col("start_date").dt().strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),
             col("end_date").dt().strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),

@@ -16,6 +16,7 @@ use polars::prelude::*;
 use crate::config::{Config, Operation};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
+use crate::timing::Run;
 
 pub const BASIS_DATA_INTERVAL: &str = "data_interval";
 pub const BASIS_LOGICAL_DATE: &str = "logical_date";
@@ -95,25 +96,42 @@ impl Prepared {
         provider: &DataFrame,
         window: ProviderWindow,
     ) -> Result<Prepared> {
-        let operations = operation_map(config, attempts, journal)?;
-        let attempts = with_conf_columns(config, attempts)?;
+        let t = std::time::Instant::now();
+        let mut attempts = with_conf_columns(config, attempts)?;
+        attempts
+            .with_column(operation_column(config, &attempts, "operation")?)
+            .engine("naming operations")?;
 
-        let tries = attempts
+        let mut tries = attempts
             .lazy()
-            .join(
-                operations.clone().lazy(),
-                [col("dag_id"), col("task_id")],
-                [col("dag_id"), col("task_id")],
-                JoinArgs::new(JoinType::Inner),
-            )
+            .filter(col("operation").is_not_null())
             .with_columns(audit_interval())
+            .run("preparing tries")?;
+        let mut formatted = vec![
+            ("iv_start", LABEL_FORMAT.to_string()),
+            ("iv_end", LABEL_FORMAT.to_string()),
+        ];
+        for key in config.operations.iter().filter_map(|op| op.key.as_ref()) {
+            formatted.extend(key.times().map(|(c, f)| (c, f.to_string())));
+        }
+        formatted.sort();
+        formatted.dedup();
+        for (column, format) in &formatted {
+            let times = crate::keys::format_times(&tries, column, format)
+                .engine("formatting interval times")?;
+            tries
+                .with_column(times)
+                .engine("formatting interval times")?;
+        }
+        let tries = tries
+            .lazy()
             .with_columns([interval_label(), expected_key(&config.operations)])
-            .sort(
-                crate::model::Table::Attempts.sort_key().to_vec(),
-                Default::default(),
-            )
-            .collect()
-            .engine("preparing tries")?;
+            .drop(cols(formatted.iter().map(|(column, format)| {
+                crate::keys::formatted_name(column, format)
+            })))
+            .run("preparing tries")?;
+        crate::timing::phase("prepare:tries", t);
+        let t = std::time::Instant::now();
 
         // One row per run: its interval, from any of its tries.
         let runs = tries
@@ -127,18 +145,13 @@ impl Prepared {
                 col("interval").first(),
             ]);
 
+        let mut journal = journal.clone();
+        journal
+            .with_column(operation_column(config, &journal, "configured")?)
+            .engine("naming operations")?;
         let journal = journal
-            .clone()
             .lazy()
             .with_column(col("map_index").fill_null(lit(-1i64)))
-            .join(
-                operations
-                    .lazy()
-                    .rename(["operation"], ["configured"], true),
-                [col("dag_id"), col("task_id")],
-                [col("dag_id"), col("task_id")],
-                JoinArgs::new(JoinType::Left),
-            )
             // Journal rows of tasks no [[operation]] names still describe operations.
             .with_column(
                 coalesce(&[
@@ -154,14 +167,12 @@ impl Prepared {
                 [col("dag_id"), col("run_id")],
                 JoinArgs::new(JoinType::Left),
             )
-            .sort(
-                crate::model::Table::Journal.sort_key().to_vec(),
-                Default::default(),
-            )
-            .collect()
-            .engine("preparing the journal")?;
+            .run("preparing the journal")?;
+        crate::timing::phase("prepare:journal", t);
+        let t = std::time::Instant::now();
 
         let objects = attribute_objects(config, &tries, &journal, all_journal, provider)?;
+        crate::timing::phase("prepare:objects", t);
 
         Ok(Prepared {
             tries,
@@ -173,36 +184,27 @@ impl Prepared {
     }
 }
 
-/// `(dag_id, task_id) -> operation` for every task seen, matched against the config's globs
-/// once per distinct pair, not once per row.
-fn operation_map(config: &Config, attempts: &DataFrame, journal: &DataFrame) -> Result<DataFrame> {
-    let mut pairs = BTreeSet::new();
-    for frame in [attempts, journal] {
-        let distinct = frame
-            .clone()
-            .lazy()
-            .select([col("dag_id"), col("task_id")])
-            .unique(None, UniqueKeepStrategy::Any)
-            .collect()
-            .engine("listing tasks")?;
-        let dags = crate::cells::texts(&distinct, "dag_id")?;
-        let tasks = crate::cells::texts(&distinct, "task_id")?;
-        for (dag, task) in dags.into_iter().zip(tasks) {
-            if let (Some(dag), Some(task)) = (dag, task) {
-                pairs.insert((dag, task));
-            }
-        }
-    }
-    let (mut dags, mut tasks, mut names) = (Vec::new(), Vec::new(), Vec::new());
-    for (dag, task) in pairs {
-        if let Some(op) = config.operation_for(&dag, &task) {
-            dags.push(dag);
-            tasks.push(task);
-            names.push(op.name.clone());
-        }
-    }
-    df!("dag_id" => dags, "task_id" => tasks, "operation" => names)
-        .engine("building the operation map")
+/// The configured operation of each row's `(dag_id, task_id)`, NULL where none matches. The
+/// config's globs are matched once per distinct pair, not once per row.
+fn operation_column(config: &Config, frame: &DataFrame, name: &str) -> Result<Column> {
+    let text = |column: &str| -> Result<&StringChunked> {
+        frame.column(column).engine(column)?.str().engine(column)
+    };
+    let (dags, tasks) = (text("dag_id")?, text("task_id")?);
+    let mut seen: std::collections::HashMap<(&str, &str), Option<&str>> = Default::default();
+    let names: StringChunked = dags
+        .iter()
+        .zip(tasks.iter())
+        .map(|pair| match pair {
+            (Some(dag), Some(task)) => *seen.entry((dag, task)).or_insert_with(|| {
+                config
+                    .operation_for(dag, task)
+                    .map(|operation| operation.name.as_str())
+            }),
+            _ => None,
+        })
+        .collect();
+    Ok(names.with_name(name.into()).into_column())
 }
 
 /// Extracts the conf values key templates read into `conf.NAME` columns.
@@ -271,32 +273,44 @@ fn audit_interval() -> [Expr; 3] {
     [start, end, basis]
 }
 
+const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
+
 /// The interval as people write it: `start/end`, or one instant for a point interval.
 fn interval_label() -> Expr {
-    let format = "%Y-%m-%dT%H:%M:%SZ";
+    let start = col(crate::keys::formatted_name("iv_start", LABEL_FORMAT));
+    let end = col(crate::keys::formatted_name("iv_end", LABEL_FORMAT));
     when(col("iv_end").gt(col("iv_start")))
-        .then(concat_str(
-            [
-                col("iv_start").dt().strftime(format),
-                col("iv_end").dt().strftime(format),
-            ],
-            "/",
-            false,
-        ))
-        .otherwise(col("iv_start").dt().strftime(format))
+        .then(concat_str([start.clone(), end], "/", false))
+        .otherwise(start)
         .alias("interval")
 }
 
+/// Each try's key under its operation's template. Operations that share a template are
+/// evaluated together: one expression per distinct template, not one per operation.
 fn expected_key(operations: &[Operation]) -> Expr {
-    operations
-        .iter()
+    let mut templates: Vec<(&crate::keys::KeyTemplate, Vec<String>)> = Vec::new();
+    for op in operations {
+        let Some(key) = &op.key else { continue };
+        match templates
+            .iter_mut()
+            .find(|(template, _)| template.text == key.text)
+        {
+            Some((_, names)) => names.push(op.name.clone()),
+            None => templates.push((key, vec![op.name.clone()])),
+        }
+    }
+    templates
+        .into_iter()
         .rev()
-        .filter_map(|op| op.key.as_ref().map(|key| (op, key)))
-        .fold(lit(NULL).cast(DataType::String), |otherwise, (op, key)| {
-            when(col("operation").eq(lit(op.name.clone())))
-                .then(key.expr())
-                .otherwise(otherwise)
-        })
+        .fold(
+            lit(NULL).cast(DataType::String),
+            |otherwise, (key, names)| {
+                let names = Series::new("operations".into(), names);
+                when(col("operation").is_in(lit(names).implode(false), false))
+                    .then(key.expr())
+                    .otherwise(otherwise)
+            },
+        )
         .alias("expected_key")
 }
 
@@ -337,6 +351,7 @@ fn attribute_objects(
     all_journal: &DataFrame,
     provider: &DataFrame,
 ) -> Result<DataFrame> {
+    let t = std::time::Instant::now();
     let void: Vec<String> = config
         .provider
         .void_statuses
@@ -352,10 +367,7 @@ fn attribute_objects(
         .filter(col("external_id").is_not_null())
         .group_by([col("external_id")])
         .agg([
-            col("op_key")
-                .sort(Default::default())
-                .first()
-                .alias("named_key"),
+            col("op_key").min().alias("named_key"),
             crate::model::is_done(col("phase"))
                 .any(true)
                 .alias("committed"),
@@ -386,9 +398,13 @@ fn attribute_objects(
         ]);
     let key_home = concat([journal_keys, expected_keys], UnionArgs::default())
         .engine("collecting keys")?
-        .sort_by_exprs(
-            [col("key"), col("iv_start").is_null(), col("iv_start")],
-            Default::default(),
+        // The earliest interval first; ties between operations broken by name, so the order
+        // the rows were read in never decides.
+        .sort(
+            ["iv_start", "operation", "map_index", "iv_end", "dag_id"],
+            SortMultipleOptions::default()
+                .with_nulls_last(true)
+                .with_maintain_order(true),
         )
         .group_by([col("key")])
         .agg([
@@ -455,8 +471,8 @@ fn attribute_objects(
         )
         .with_column(key_ttl(config))
         .drop(cols(["named_key"]))
-        .collect()
-        .engine("attributing provider objects")?;
+        .run("attributing provider objects")?;
+    crate::timing::phase("prepare:objects-attributed", t);
     with_creators(objects, all_journal)
 }
 
@@ -531,10 +547,5 @@ fn with_creators(objects: DataFrame, all_journal: LazyFrame) -> Result<DataFrame
             "commit_try_number",
             "commit_map_index",
         ]))
-        .sort(
-            crate::model::Table::Provider.sort_key().to_vec(),
-            Default::default(),
-        )
-        .collect()
-        .engine("finding which try created each object")
+        .run("finding which try created each object")
 }

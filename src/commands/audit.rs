@@ -63,7 +63,7 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
         Some(dir) => sources::saved::load(dir)?.0,
         None => sources::load(config, &filter, options.slack.unwrap_or(DEFAULT_SLACK))?,
     };
-    timing("read", started);
+    crate::timing::phase("read", started);
     if let Some(dir) = &options.save_snapshot {
         let window = sources::saved::Window {
             dag: options.dag.clone(),
@@ -81,26 +81,6 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
         sources::saved::save(dir, &tables, window)?;
     }
     audit_tables(config, &tables, options)
-}
-
-/// With `ONCEONLY_TIMINGS` set, each phase's wall time and the peak memory so far go to
-/// stderr (bench/scale reads them).
-pub fn timing(phase: &str, since: std::time::Instant) {
-    if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
-        return;
-    }
-    let peak = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:").map(|kb| kb.trim().to_string()))
-        })
-        .unwrap_or_else(|| "unknown".into());
-    eprintln!(
-        "onceonly timing: {phase} {:.3}s peak-rss {peak}",
-        since.elapsed().as_secs_f64()
-    );
 }
 
 pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
@@ -123,7 +103,7 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
             .engine("filtering objects by dag")?;
         prepared.objects = keep;
     }
-    timing("prepare", started);
+    crate::timing::phase("prepare", started);
 
     let selected: Vec<&dyn Rule> = if options.rules.is_empty() {
         rules::REGISTRY.to_vec()
@@ -141,9 +121,10 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
     };
     let started = std::time::Instant::now();
     let findings = rules::run_all(&prepared, &selected)?;
-    timing("rules", started);
+    crate::timing::phase("rules", started);
     let started = std::time::Instant::now();
     let verdicts = crate::verdicts::compute(&prepared)?;
+    crate::timing::phase("verdicts:compute", started);
     let mut verdict_counts = BTreeMap::new();
     for verdict in texts(&verdicts, "verdict")?.into_iter().flatten() {
         *verdict_counts.entry(verdict).or_insert(0usize) += 1;
@@ -195,7 +176,7 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
         warnings: tables.warnings.clone(),
     };
     let summary = Summary::new(&findings, verdict_counts);
-    timing("verdicts", started);
+    crate::timing::phase("verdicts", started);
     let started = std::time::Instant::now();
     let plan = match options.plan {
         true => Some(crate::plan::build(
@@ -206,7 +187,7 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
         false => None,
     };
     if options.plan {
-        timing("plan", started);
+        crate::timing::phase("plan", started);
     }
     let mut report = Report {
         format_version: crate::report::FORMAT_VERSION,

@@ -1,0 +1,74 @@
+//! Where an audit spends its time, for `bench/scale` and for whoever makes it faster.
+//!
+//! * `ONCEONLY_TIMINGS=1`: each phase's wall time and the peak memory so far go to stderr;
+//! * `ONCEONLY_PROFILE=1`: each polars query also prints its plan nodes with their start and
+//!   end in microseconds.
+
+use std::time::Instant;
+
+use polars::prelude::*;
+
+use crate::error::{EngineContext, Result};
+
+/// Prints `onceonly timing: PHASE SECONDS peak-rss KB` when `ONCEONLY_TIMINGS` is set.
+pub fn phase(name: &str, since: Instant) {
+    if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
+        return;
+    }
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:").map(|kb| kb.trim().to_string()))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    eprintln!(
+        "onceonly timing: {name} {:.3}s peak-rss {peak}",
+        since.elapsed().as_secs_f64()
+    );
+}
+
+/// `lazy.run("doing what")`: collects, naming the step in errors and in profiles.
+pub trait Run {
+    fn run(self, doing: &str) -> Result<DataFrame>;
+}
+
+impl Run for LazyFrame {
+    fn run(self, doing: &str) -> Result<DataFrame> {
+        collect(self, doing)
+    }
+}
+
+/// Runs a query; with `ONCEONLY_PROFILE` set, prints how long each node of its plan took.
+pub fn collect(frame: LazyFrame, doing: &str) -> Result<DataFrame> {
+    if std::env::var_os("ONCEONLY_PROFILE").is_none() {
+        return frame.collect().engine(doing);
+    }
+    let started = Instant::now();
+    let (out, nodes) = frame.profile().engine(doing)?;
+    let names = crate::cells::texts(&nodes, "node")?;
+    let ends = nodes.column("end").engine(doing)?.u64().engine(doing)?;
+    let starts = nodes.column("start").engine(doing)?.u64().engine(doing)?;
+    eprintln!(
+        "onceonly profile: {doing} {:.3}s",
+        started.elapsed().as_secs_f64()
+    );
+    let mut rows: Vec<(u64, u64, String)> = names
+        .into_iter()
+        .zip(starts.iter().zip(ends.iter()))
+        .map(|(name, (start, end))| {
+            let name: String = name.unwrap_or_default().chars().take(90).collect();
+            (start.unwrap_or(0), end.unwrap_or(0), name)
+        })
+        .collect();
+    rows.sort_by_key(|row| row.1);
+    for (start, end, name) in rows {
+        eprintln!(
+            "    {:>8} µs  {}",
+            end.saturating_sub(start),
+            name.replace('\n', " ")
+        );
+    }
+    Ok(out)
+}
