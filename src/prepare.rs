@@ -133,18 +133,6 @@ impl Prepared {
         crate::timing::phase("prepare:tries", t);
         let t = std::time::Instant::now();
 
-        // One row per run: its interval, from any of its tries.
-        let runs = tries
-            .clone()
-            .lazy()
-            .group_by([col("dag_id"), col("run_id")])
-            .agg([
-                col("iv_start").first(),
-                col("iv_end").first(),
-                col("basis").first(),
-                col("interval").first(),
-            ]);
-
         let mut journal = journal.clone();
         journal
             .with_column(operation_column(config, &journal, "configured")?)
@@ -152,6 +140,26 @@ impl Prepared {
         let journal = journal
             .lazy()
             .with_column(col("map_index").fill_null(lit(-1i64)))
+            .collect()
+            .engine("preparing the journal")?;
+        crate::timing::phase("prepare:journal-a", t);
+        let (run_row, try_row) = journal_tries(&tries, &journal)?;
+        crate::timing::phase("prepare:journal-b", t);
+        // Each row takes its run's interval from any try of the run (all of them agree).
+        let interval = tries
+            .select(["iv_start", "iv_end", "basis", "interval"])
+            .engine("journal intervals")?
+            .take(&run_row)
+            .engine("journal intervals")?;
+        crate::timing::phase("prepare:journal-c", t);
+        let mut journal = journal
+            .hstack(interval.columns())
+            .engine("journal intervals")?;
+        journal
+            .with_column(try_row.with_name("try_row".into()).into_column())
+            .engine("journal tries")?;
+        let journal = journal
+            .lazy()
             // Journal rows of tasks no [[operation]] names still describe operations.
             .with_column(
                 coalesce(&[
@@ -161,12 +169,6 @@ impl Prepared {
                 .alias("operation"),
             )
             .drop(cols(["configured"]))
-            .join(
-                runs,
-                [col("dag_id"), col("run_id")],
-                [col("dag_id"), col("run_id")],
-                JoinArgs::new(JoinType::Left),
-            )
             .run("preparing the journal")?;
         crate::timing::phase("prepare:journal", t);
         let t = std::time::Instant::now();
@@ -181,6 +183,122 @@ impl Prepared {
             key_ttl: config.provider.key_ttl,
             window,
         })
+    }
+}
+
+/// For each journal row, a row of `tries` in its run (`dag_id`, `run_id`) and the row of its
+/// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
+/// interval and their try, as one hash lookup per row (split over two threads) instead of
+/// joins on string columns.
+fn journal_tries(tries: &DataFrame, journal: &DataFrame) -> Result<(IdxCa, IdxCa)> {
+    let keys = TryKeys::of(tries)?;
+    let mut by_try: PlHashMap<TryKey<'_>, IdxSize> = PlHashMap::with_capacity(tries.height());
+    for (row, key) in keys.rows().enumerate() {
+        if let Some(key) = complete(key) {
+            by_try.entry(key).or_insert(row as IdxSize);
+        }
+    }
+    let rows = TryKeys::of(journal)?;
+    let lookup = |offset: i64, length: usize| -> Vec<Option<IdxSize>> {
+        rows.slice(offset, length)
+            .rows()
+            .map(|key| complete(key).and_then(|key| by_try.get(&key).copied()))
+            .collect()
+    };
+    let half = journal.height() / 2;
+    let (mut try_rows, rest) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| lookup(half as i64, journal.height() - half));
+        let first = lookup(0, half);
+        (
+            first,
+            second.join().expect("the lookup thread does not panic"),
+        )
+    });
+    try_rows.extend(rest);
+
+    // A row of its own try is a row of its run. Rows of tasks that are not operations (or of
+    // tries the audit lacks) look their run up by (dag_id, run_id).
+    let mut run_rows = try_rows.clone();
+    if try_rows.iter().any(Option::is_none) {
+        let mut by_run: PlHashMap<(&str, &str), IdxSize> = PlHashMap::new();
+        for (row, key) in keys.rows().enumerate() {
+            if let (Some(dag), Some(run)) = (key.0, key.1) {
+                by_run.entry((dag, run)).or_insert(row as IdxSize);
+            }
+        }
+        for ((run_row, try_row), key) in run_rows.iter_mut().zip(&try_rows).zip(rows.rows()) {
+            if let (None, Some(dag), Some(run)) = (try_row, key.0, key.1) {
+                *run_row = by_run.get(&(dag, run)).copied();
+            }
+        }
+    }
+    Ok((
+        IdxCa::from_iter_options("run_row".into(), run_rows.into_iter()),
+        IdxCa::from_iter_options("try_row".into(), try_rows.into_iter()),
+    ))
+}
+
+type TryKey<'a> = (&'a str, &'a str, &'a str, i64, i64);
+type PartialKey<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<i64>,
+    Option<i64>,
+);
+
+fn complete(key: PartialKey<'_>) -> Option<TryKey<'_>> {
+    Some((key.0?, key.1?, key.2?, key.3?, key.4?))
+}
+
+/// The `TRY` columns of a frame: `(dag_id, run_id, task_id, map_index, try_number)` per row.
+struct TryKeys {
+    dag: StringChunked,
+    run: StringChunked,
+    task: StringChunked,
+    map: Int64Chunked,
+    number: Int64Chunked,
+}
+
+impl TryKeys {
+    fn of(frame: &DataFrame) -> Result<TryKeys> {
+        let text = |name: &str| -> Result<StringChunked> {
+            Ok(frame.column(name).engine(name)?.str().engine(name)?.clone())
+        };
+        let int = |name: &str| -> Result<Int64Chunked> {
+            let column = frame
+                .column(name)
+                .engine(name)?
+                .cast(&DataType::Int64)
+                .engine(name)?;
+            Ok(column.i64().engine(name)?.clone())
+        };
+        Ok(TryKeys {
+            dag: text("dag_id")?,
+            run: text("run_id")?,
+            task: text("task_id")?,
+            map: int("map_index")?,
+            number: int("try_number")?,
+        })
+    }
+
+    fn slice(&self, offset: i64, length: usize) -> TryKeys {
+        TryKeys {
+            dag: self.dag.slice(offset, length),
+            run: self.run.slice(offset, length),
+            task: self.task.slice(offset, length),
+            map: self.map.slice(offset, length),
+            number: self.number.slice(offset, length),
+        }
+    }
+
+    fn rows(&self) -> impl Iterator<Item = PartialKey<'_>> {
+        self.dag
+            .iter()
+            .zip(self.run.iter())
+            .zip(self.task.iter())
+            .zip(self.map.iter().zip(self.number.iter()))
+            .map(|(((dag, run), task), (map, number))| (dag, run, task, map, number))
     }
 }
 
@@ -359,7 +477,7 @@ fn attribute_objects(
         .map(|s| s.to_lowercase())
         .collect();
     let void = Series::new("void".into(), void);
-    let journal = journal.clone().lazy();
+    let journal_frame = journal;
     let all_journal = all_journal.clone().lazy();
 
     let named = all_journal
@@ -374,15 +492,47 @@ fn attribute_objects(
         ])
         .with_column(lit(true).alias("named"));
 
-    let journal_keys = journal.clone().select([
-        col("op_key").alias("key"),
-        col("operation"),
-        col("dag_id"),
-        col("map_index"),
-        col("iv_start"),
-        col("iv_end"),
-        col("interval"),
-    ]);
+    // A journal row whose key is its own try's expected key says nothing the try's row does
+    // not (same operation, DAG, map index and interval): only the others are kept, which at
+    // scale is a third of the rows to sort.
+    let try_row = journal_frame
+        .column("try_row")
+        .engine("try_row")?
+        .idx()
+        .engine("try_row")?;
+    let own_expected = tries
+        .column("expected_key")
+        .engine("expected_key")?
+        .take(try_row)
+        .engine("expected_key")?;
+    let journal_keys = journal_frame
+        .select([
+            "op_key",
+            "operation",
+            "dag_id",
+            "map_index",
+            "iv_start",
+            "iv_end",
+            "interval",
+        ])
+        .engine("journal keys")?
+        .hstack(&[own_expected.with_name("own_expected".into())])
+        .engine("journal keys")?
+        .lazy()
+        .filter(
+            col("own_expected")
+                .is_null()
+                .or(col("op_key").neq(col("own_expected"))),
+        )
+        .select([
+            col("op_key").alias("key"),
+            col("operation"),
+            col("dag_id"),
+            col("map_index"),
+            col("iv_start"),
+            col("iv_end"),
+            col("interval"),
+        ]);
     let expected_keys = tries
         .clone()
         .lazy()

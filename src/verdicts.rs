@@ -14,7 +14,7 @@
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
-use crate::prepare::{OPERATION_INTERVAL, Prepared, TRY};
+use crate::prepare::{OPERATION_INTERVAL, Prepared};
 use crate::timing::Run;
 
 pub const VERDICTS: [&str; 7] = [
@@ -30,9 +30,11 @@ pub const VERDICTS: [&str; 7] = [
 /// One row per operation try: the try's identity, its state, its key, the object it is tied
 /// to and its verdict.
 pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
-    let on: Vec<Expr> = TRY.iter().map(|name| col(*name)).collect();
+    // `try_row`: the row of `prepared.tries` a journal row's try is (prepare matched them).
+    let on = [col("try_row")];
     let journal = prepared
         .journal()
+        .filter(col("try_row").is_not_null())
         .sort(["recorded_at"], Default::default())
         .group_by(on.clone())
         .agg([
@@ -61,6 +63,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         .engine("earlier_tries_ended")?;
     let tries = tries
         .lazy()
+        .with_row_index("try_row", None)
         .join(
             journal,
             on.clone(),
@@ -210,32 +213,40 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
 /// Computed here rather than as a polars window over four key columns, which took seconds at a
 /// million tries.
 fn earlier_tries_ended(prepared: &DataFrame) -> Result<Column> {
-    let operation = prepared
-        .column("operation")
-        .engine("operation")?
-        .str()
-        .engine("operation")?;
-    let int = |name: &str| -> Result<Vec<Option<i64>>> { crate::cells::ints(prepared, name) };
+    let text = |name: &str| -> Result<StringChunked> {
+        Ok(prepared
+            .column(name)
+            .engine(name)?
+            .str()
+            .engine(name)?
+            .clone())
+    };
+    let int = |name: &str| -> Result<Int64Chunked> {
+        let column = prepared.column(name).engine(name)?;
+        let column = column.cast(&DataType::Int64).engine(name)?;
+        Ok(column.i64().engine(name)?.clone())
+    };
+    let (operation, run_id) = (text("operation")?, text("run_id")?);
     let (map_index, try_number) = (int("map_index")?, int("try_number")?);
     let (iv_start, iv_end) = (int("iv_start")?, int("iv_end")?);
     let (start, end) = (int("start_date")?, int("end_date")?);
-    let run_id = prepared
-        .column("run_id")
-        .engine("run_id")?
-        .str()
-        .engine("run_id")?;
 
-    let mut groups = std::collections::HashMap::with_capacity(prepared.height());
-    let mut order: Vec<(u32, Option<i64>, Option<i64>, Option<&str>, usize)> =
-        Vec::with_capacity(prepared.height());
-    for (row, (op, run)) in operation.iter().zip(run_id.iter()).enumerate() {
+    let mut groups: PlHashMap<_, u32> = PlHashMap::with_capacity(prepared.height());
+    // (interval group, start, try number, run id, row): the order tries follow in a group.
+    type Place<'a> = (u32, Option<i64>, Option<i64>, Option<&'a str>, usize);
+    let mut order: Vec<Place<'_>> = Vec::with_capacity(prepared.height());
+    let interval = operation
+        .iter()
+        .zip(map_index.iter())
+        .zip(iv_start.iter().zip(iv_end.iter()));
+    let when = start.iter().zip(try_number.iter()).zip(run_id.iter());
+    for (row, (interval, ((start, number), run))) in interval.zip(when).enumerate() {
         let next = groups.len() as u32;
-        let group = *groups
-            .entry((op, map_index[row], iv_start[row], iv_end[row]))
-            .or_insert(next);
-        order.push((group, start[row], try_number[row], run, row));
+        let group = *groups.entry(interval).or_insert(next);
+        order.push((group, start, number, run, row));
     }
     order.sort_unstable();
+    let end: Vec<Option<i64>> = end.iter().collect();
     let mut ended: Vec<Option<i64>> = vec![None; prepared.height()];
     let mut latest: Option<i64> = None;
     for (position, &(group, .., row)) in order.iter().enumerate() {

@@ -125,9 +125,21 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
     let started = std::time::Instant::now();
     let verdicts = crate::verdicts::compute(&prepared)?;
     crate::timing::phase("verdicts:compute", started);
+    let counted = verdicts
+        .clone()
+        .lazy()
+        .group_by([col("verdict")])
+        .agg([len().alias("tries")])
+        .collect()
+        .engine("counting verdicts")?;
     let mut verdict_counts = BTreeMap::new();
-    for verdict in texts(&verdicts, "verdict")?.into_iter().flatten() {
-        *verdict_counts.entry(verdict).or_insert(0usize) += 1;
+    for (verdict, tries) in texts(&counted, "verdict")?
+        .into_iter()
+        .zip(crate::cells::ints(&counted, "tries")?)
+    {
+        if let (Some(verdict), Some(tries)) = (verdict, tries) {
+            verdict_counts.insert(verdict, tries as usize);
+        }
     }
 
     let mut rules_skipped = Vec::new();

@@ -5,18 +5,20 @@
 //! naming what was found and what is missing. Rows are streamed into column builders; the
 //! connection is read-only.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use futures_util::TryStreamExt;
 use polars::prelude::*;
 use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Connection, Row};
+use sqlx::{AnyConnection, AssertSqlSafe, Connection, Row};
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::ATTEMPTS;
 use crate::sources::database::{Database, Dialect};
 use crate::sources::pickle;
 use crate::sources::snapshot::Values;
+use crate::sources::sqlite_rows::{self, SqliteCells};
 use crate::timestamp;
 
 /// Alembic revisions onceonly was checked against, with the Airflow version they belong to.
@@ -81,7 +83,13 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
             ));
         }
     };
-    let attempts = stream_attempts(&mut connection, database, sql, filter).await?;
+    let unfiltered = filter.dag.is_none() && filter.since.is_none() && filter.until.is_none();
+    let sql: String = sql
+        .lines()
+        .filter(|line| !(unfiltered && line.ends_with("-- onceonly: only when filtered")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let attempts = stream_attempts(&mut connection, database, &sql, filter).await?;
     let _ = connection.close().await;
     Ok(AirflowRead {
         attempts,
@@ -194,7 +202,7 @@ fn major_version(
 async fn stream_attempts(
     connection: &mut AnyConnection,
     database: &Database,
-    sql: &'static str,
+    sql: &str,
     filter: &Filter,
 ) -> Result<DataFrame> {
     let (since, until) = database.dialect.window_bounds(filter.since, filter.until);
@@ -204,7 +212,19 @@ async fn stream_attempts(
         .map(like_pattern)
         .unwrap_or_else(|| "%".to_string());
     let mut builders: Vec<Values> = ATTEMPTS.iter().map(|spec| Values::new(spec.kind)).collect();
-    let mut rows = sqlx::query(sql)
+    if database.dialect == Dialect::Sqlite {
+        let names: Vec<&str> = ATTEMPTS
+            .iter()
+            .map(|spec| spec.name)
+            .chain(["conf_pickle"])
+            .collect();
+        let params: [&dyn rusqlite::ToSql; 3] = [&since, &until, &dag_like];
+        sqlite_rows::for_each_row(database, sql, &params, &names, |number, row| {
+            push_row(row, number, &mut builders, database)
+        })?;
+        return assemble(builders);
+    }
+    let mut rows = sqlx::query(AssertSqlSafe(sql))
         .bind(since)
         .bind(until)
         .bind(dag_like)
@@ -214,6 +234,10 @@ async fn stream_attempts(
         number += 1;
         push_row(&row, number, &mut builders, database)?;
     }
+    assemble(builders)
+}
+
+fn assemble(builders: Vec<Values>) -> Result<DataFrame> {
     let columns = ATTEMPTS
         .iter()
         .zip(builders)
@@ -222,14 +246,54 @@ async fn stream_attempts(
     DataFrame::new_infer_height(columns).engine("assembling attempts")
 }
 
+/// A row's cells by position in `ATTEMPTS` (then `conf_pickle`) and by name: sqlx rows are
+/// read by name, SQLite rows by position.
+trait Cells {
+    fn text(&self, column: usize, name: &str) -> std::result::Result<Option<Cow<'_, str>>, String>;
+    fn int(&self, column: usize, name: &str) -> std::result::Result<Option<i64>, String>;
+    fn has(&self, column: usize, name: &str) -> bool;
+}
+
+impl Cells for AnyRow {
+    fn text(&self, _: usize, name: &str) -> std::result::Result<Option<Cow<'_, str>>, String> {
+        let value: Option<String> = self.try_get(name).map_err(|err| err.to_string())?;
+        Ok(value.map(Cow::Owned))
+    }
+
+    fn int(&self, _: usize, name: &str) -> std::result::Result<Option<i64>, String> {
+        self.try_get(name).map_err(|err| err.to_string())
+    }
+
+    fn has(&self, _: usize, name: &str) -> bool {
+        self.try_column(name).is_ok()
+    }
+}
+
+impl Cells for SqliteCells<'_, '_> {
+    fn text(&self, column: usize, _: &str) -> std::result::Result<Option<Cow<'_, str>>, String> {
+        SqliteCells::text(self, column)
+    }
+
+    fn int(&self, column: usize, _: &str) -> std::result::Result<Option<i64>, String> {
+        SqliteCells::int(self, column)
+    }
+
+    fn has(&self, column: usize, _: &str) -> bool {
+        SqliteCells::has(self, column)
+    }
+}
+
+/// Where `conf_pickle` (2.x) sits after the `ATTEMPTS` columns.
+const CONF_PICKLE: usize = ATTEMPTS.len();
+
 fn push_row(
-    row: &AnyRow,
+    row: &impl Cells,
     number: usize,
     builders: &mut [Values],
     database: &Database,
 ) -> Result<()> {
     let at = |column: &str| Location::source(&database.shown).row(number).column(column);
-    for (spec, builder) in ATTEMPTS.iter().zip(builders.iter_mut()) {
+    for (column, (spec, builder)) in ATTEMPTS.iter().zip(builders.iter_mut()).enumerate() {
         let required = |present: bool| {
             if present || spec.nullable {
                 Ok(())
@@ -240,28 +304,23 @@ fn push_row(
                 ))
             }
         };
+        let failed = |message: String| Error::input(at(spec.name), message);
         match builder {
             Values::Text(values) if spec.name == "conf" => {
-                values.push(conf(row, &at)?);
+                values.push(conf(row, column, &at)?);
             }
             Values::Text(values) => {
-                let value: Option<String> = row
-                    .try_get(spec.name)
-                    .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
+                let value = row.text(column, spec.name).map_err(failed)?;
                 required(value.is_some())?;
-                values.push(value);
+                values.push(value.map(Cow::into_owned));
             }
             Values::Int(values) => {
-                let value: Option<i64> = row
-                    .try_get(spec.name)
-                    .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
+                let value = row.int(column, spec.name).map_err(failed)?;
                 required(value.is_some())?;
                 values.push(value);
             }
             Values::Time(values) => {
-                let text: Option<String> = row
-                    .try_get(spec.name)
-                    .map_err(|err| Error::input(at(spec.name), err.to_string()))?;
+                let text = row.text(column, spec.name).map_err(failed)?;
                 let value = match text.as_deref() {
                     None | Some("") => None,
                     Some(text) => Some(timestamp::parse(text).ok_or_else(|| {
@@ -277,11 +336,10 @@ fn push_row(
 }
 
 /// The run's conf as JSON text: 3.x stores JSON, 2.x a pickle that is decoded here.
-fn conf(row: &AnyRow, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
-    if row.try_column("conf_pickle").is_ok() {
-        let hex: Option<String> = row
-            .try_get("conf_pickle")
-            .map_err(|err| Error::input(at("conf"), err.to_string()))?;
+fn conf(row: &impl Cells, column: usize, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
+    let failed = |message: String| Error::input(at("conf"), message);
+    if row.has(CONF_PICKLE, "conf_pickle") {
+        let hex = row.text(CONF_PICKLE, "conf_pickle").map_err(failed)?;
         let Some(hex) = hex.filter(|hex| !hex.is_empty()) else {
             return Ok(None);
         };
@@ -301,8 +359,10 @@ fn conf(row: &AnyRow, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
         })?;
         return Ok(Some(value.to_string()));
     }
-    row.try_get("conf")
-        .map_err(|err| Error::input(at("conf"), err.to_string()))
+    Ok(row
+        .text(column, "conf")
+        .map_err(failed)?
+        .map(Cow::into_owned))
 }
 
 /// A glob as a SQL LIKE pattern with `\` as the escape character.

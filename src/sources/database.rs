@@ -45,6 +45,8 @@ pub struct Database {
     pub shown: String,
     pub dialect: Dialect,
     secret: Option<String>,
+    /// The file of an SQLite database, which large reads open directly (`sqlite_rows`).
+    pub sqlite_path: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Database {
@@ -87,6 +89,7 @@ impl Database {
                     shown,
                     dialect: Dialect::Sqlite,
                     secret: None,
+                    sqlite_path: Some(path),
                 })
             }
             "postgresql" | "postgres" | "mysql" | "mariadb" => {
@@ -133,6 +136,7 @@ impl Database {
                     ),
                     dialect,
                     secret: secret.filter(|s| !s.is_empty()),
+                    sqlite_path: None,
                 })
             }
             other => Err(format!(

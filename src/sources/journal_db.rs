@@ -6,6 +6,8 @@
 //! snapshot files, so a bad timestamp or an unknown phase is reported the same way, with the
 //! row and column.
 
+use std::borrow::Cow;
+
 use futures_util::TryStreamExt;
 use polars::prelude::*;
 use sqlx::{AnyConnection, AssertSqlSafe, Connection, Row};
@@ -14,6 +16,7 @@ use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{JOURNAL, Kind};
 use crate::sources::database::{Database, Dialect};
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
+use crate::sources::sqlite_rows;
 
 /// Reads the whole journal table: objects of DAGs outside an audit are recognised by their
 /// journal rows, so even a `--dag` audit needs every row.
@@ -95,10 +98,8 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
         .replace("{table}", &quote(table));
 
     let mut values: Vec<Values> = JOURNAL.iter().map(|spec| Values::new(spec.kind)).collect();
-    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut connection);
-    let mut number = 0usize;
-    while let Some(row) = rows.try_next().await.map_err(|err| database.error(&err))? {
-        number += 1;
+    type Cells<'c> = [std::result::Result<Option<Cow<'c, str>>, String>];
+    let mut push_row = |number: usize, cells: &Cells<'_>| -> Result<()> {
         for (index, (spec, column)) in JOURNAL.iter().zip(values.iter_mut()).enumerate() {
             let own = mapping
                 .columns
@@ -106,13 +107,13 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
                 .map(String::as_str)
                 .unwrap_or(spec.name);
             let at = || Location::source(&source).row(number).column(own);
-            let cell: Option<String> = row
-                .try_get(index)
-                .map_err(|err| Error::input(at(), err.to_string()))?;
+            let cell = cells[index]
+                .clone()
+                .map_err(|message| Error::input(at(), message))?;
             // Integers stored as REAL in SQLite come back as "3.0": accept whole numbers.
             let cell = match (spec.kind, cell) {
                 (Kind::Int, Some(text)) if text.ends_with(".0") => {
-                    Some(text.trim_end_matches(".0").to_string())
+                    Some(Cow::Owned(text.trim_end_matches(".0").to_string()))
                 }
                 (_, cell) => cell,
             };
@@ -124,9 +125,31 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
                 at,
             )?;
         }
+        Ok(())
+    };
+    if database.dialect == Dialect::Sqlite {
+        let _ = connection.close().await;
+        let names: Vec<&str> = JOURNAL.iter().map(|spec| spec.name).collect();
+        sqlite_rows::for_each_row(database, &sql, &[], &names, |number, row| {
+            let cells: Vec<_> = (0..JOURNAL.len()).map(|index| row.text(index)).collect();
+            push_row(number, &cells)
+        })?;
+    } else {
+        let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut connection);
+        let mut number = 0usize;
+        while let Some(row) = rows.try_next().await.map_err(|err| database.error(&err))? {
+            number += 1;
+            let cells: Vec<_> = (0..JOURNAL.len())
+                .map(|index| {
+                    let cell: Option<String> = row.try_get(index).map_err(|err| err.to_string())?;
+                    Ok(cell.map(Cow::Owned))
+                })
+                .collect();
+            push_row(number, &cells)?;
+        }
+        drop(rows);
+        let _ = connection.close().await;
     }
-    drop(rows);
-    let _ = connection.close().await;
     let columns = JOURNAL
         .iter()
         .zip(values)

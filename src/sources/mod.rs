@@ -8,6 +8,7 @@ mod pickle;
 pub mod provider_http;
 pub mod saved;
 pub mod snapshot;
+pub mod sqlite_rows;
 
 use polars::prelude::DataFrame;
 
@@ -45,40 +46,92 @@ impl Tables {
 /// computed over a table that was only partly read.
 /// A provider listing is asked only for the objects created from the earliest try start minus
 /// `slack` to the latest try end plus `slack` (SPEC §3).
+///
+/// The journal is read on its own thread while the attempts are read and the provider listed.
+/// Errors are reported in that order whichever comes first.
 pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<Tables> {
-    let mut warnings = Vec::new();
-    let mut read = |source: &Source, table: Table, mapping: &snapshot::Mapping| match source {
-        Source::Snapshot(path) => snapshot::read(path, table, mapping),
-        Source::Database(database) if table == Table::Journal => {
-            let name = config.journal.table.as_deref().unwrap_or_default();
-            runtime()?.block_on(journal_db::read(database, name, mapping))
-        }
+    std::thread::scope(|scope| {
+        let journal = scope.spawn(|| {
+            let started = std::time::Instant::now();
+            let journal = read_journal(config);
+            crate::timing::phase("read:journal", started);
+            journal
+        });
+        let started = std::time::Instant::now();
+        let attempts = read_attempts(config, filter);
+        crate::timing::phase("read:attempts", started);
+        let started = std::time::Instant::now();
+        let provider = match &attempts {
+            Ok((attempts, _)) => Some(read_provider(config, filter, slack, attempts)),
+            Err(_) => None,
+        };
+        crate::timing::phase("read:provider", started);
+        let journal = journal.join().expect("the journal reader does not panic");
+        let (attempts, mut warnings) = attempts?;
+        let journal = journal?;
+        let (provider, listed_window, listing_warnings) =
+            provider.expect("the provider is read once the attempts are")?;
+        warnings.extend(listing_warnings);
+        Ok(Tables {
+            attempts,
+            journal,
+            provider,
+            warnings,
+            origins: Table::ALL.map(|table| describe(config, table)),
+            listed_window,
+        })
+    })
+}
+
+fn read_attempts(config: &Config, filter: &airflow_db::Filter) -> Result<(DataFrame, Vec<String>)> {
+    match &config.attempts {
+        Source::Snapshot(path) => Ok((
+            snapshot::read(path, Table::Attempts, &snapshot::Mapping::default())?,
+            Vec::new(),
+        )),
         Source::Database(database) => {
             let read = runtime()?.block_on(airflow_db::read(database, filter))?;
-            warnings.extend(read.warnings);
-            Ok(read.attempts)
+            Ok((read.attempts, read.warnings))
         }
         Source::Api(api) => {
             let read = runtime()?.block_on(airflow_api::read(api, filter))?;
-            warnings.extend(read.warnings);
-            Ok(read.attempts)
+            Ok((read.attempts, read.warnings))
         }
-        Source::Listing(_) => unreachable!("the provider is listed after the attempts are read"),
-    };
-    let journal_mapping = snapshot::Mapping {
+        Source::Listing(_) => unreachable!("the config refuses a listing for the attempts"),
+    }
+}
+
+fn read_journal(config: &Config) -> Result<DataFrame> {
+    let mapping = snapshot::Mapping {
         columns: config.journal.columns.clone(),
         phases: Some(config.journal.phases.clone()),
     };
-    let attempts = read(
-        &config.attempts,
-        Table::Attempts,
-        &snapshot::Mapping::default(),
-    )?;
-    let journal = read(&config.journal.source, Table::Journal, &journal_mapping)?;
-    let mut listed_window = None;
-    let provider = match &config.provider.source {
+    match &config.journal.source {
+        Source::Snapshot(path) => snapshot::read(path, Table::Journal, &mapping),
+        Source::Database(database) => {
+            let name = config.journal.table.as_deref().unwrap_or_default();
+            runtime()?.block_on(journal_db::read(database, name, &mapping))
+        }
+        Source::Api(_) | Source::Listing(_) => {
+            unreachable!("the config refuses an API or a listing for the journal")
+        }
+    }
+}
+
+/// The provider's objects, the window a listing covered, and the listing's warnings.
+fn read_provider(
+    config: &Config,
+    filter: &airflow_db::Filter,
+    slack: i64,
+    attempts: &DataFrame,
+) -> Result<(
+    DataFrame,
+    Option<crate::prepare::ProviderWindow>,
+    Vec<String>,
+)> {
+    match &config.provider.source {
         Source::Listing(api) => {
-            let window = match crate::commands::audit::try_bounds(&attempts)? {
+            let window = match crate::commands::audit::try_bounds(attempts)? {
                 (Some(from), Some(to)) => provider_http::Window {
                     from: Some(from - slack),
                     to: Some(to + slack),
@@ -89,24 +142,22 @@ pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<
                     to: filter.until,
                 },
             };
-            listed_window = Some(crate::prepare::ProviderWindow {
+            let listed = runtime()?.block_on(provider_http::list(api, window))?;
+            let covered = crate::prepare::ProviderWindow {
                 from: window.from,
                 to: window.to,
-            });
-            let listed = runtime()?.block_on(provider_http::list(api, window))?;
-            warnings.extend(listed.coverage.warnings);
-            listed.provider
+            };
+            Ok((listed.provider, Some(covered), listed.coverage.warnings))
         }
-        source => read(source, Table::Provider, &snapshot::Mapping::default())?,
-    };
-    Ok(Tables {
-        attempts,
-        journal,
-        provider,
-        warnings,
-        origins: Table::ALL.map(|table| describe(config, table)),
-        listed_window,
-    })
+        Source::Snapshot(path) => Ok((
+            snapshot::read(path, Table::Provider, &snapshot::Mapping::default())?,
+            None,
+            Vec::new(),
+        )),
+        Source::Database(_) | Source::Api(_) => {
+            unreachable!("the config refuses a database or an Airflow API for the provider")
+        }
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

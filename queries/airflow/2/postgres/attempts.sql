@@ -3,6 +3,8 @@
 -- unless history already holds that try number (a try being retried is in both).
 -- Times leave as RFC 3339 text in UTC.
 -- Parameters: $1 since, $2 until (activity window, RFC 3339), $3 dag_id LIKE pattern (escape \).
+-- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
+-- --since or --until: the semi-join to audited_runs then keeps every run and costs most of the read.
 WITH tries AS (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
            hostname, pid, queued_dttm
@@ -45,7 +47,7 @@ SELECT t.dag_id::text AS dag_id,
        encode(dr.conf, 'hex') AS conf_pickle,
        dr.clear_number::bigint AS clear_number
 FROM tries AS t
-JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id
+JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
 JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
 WHERE t.try_number >= 1
 ORDER BY t.dag_id, t.run_id, t.task_id, t.map_index, t.try_number

@@ -1,0 +1,100 @@
+//! Large reads from SQLite files through rusqlite: each cell is borrowed from SQLite's own
+//! buffer instead of being copied into an sqlx `AnyRow` and looked up by name, which made a
+//! million-try read take minutes (bench/scale). The connection is opened read-only.
+
+use std::borrow::Cow;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, Row, ToSql};
+
+use crate::error::{Error, Location, Result};
+use crate::sources::database::Database;
+
+/// Runs `sql` on the database's file, read-only, and hands every row to `each` with its
+/// 1-based number. `columns` are looked up once and given to `each` as indexes.
+pub fn for_each_row(
+    database: &Database,
+    sql: &str,
+    params: &[&dyn ToSql],
+    columns: &[&str],
+    mut each: impl FnMut(usize, &SqliteCells<'_, '_>) -> Result<()>,
+) -> Result<()> {
+    let failed = |err: rusqlite::Error| {
+        Error::input(
+            Location::source(&database.shown),
+            format!("cannot read: {err}"),
+        )
+    };
+    let path = database
+        .sqlite_path
+        .as_ref()
+        .ok_or_else(|| Error::input(Location::source(&database.shown), "not an SQLite file"))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection = Connection::open_with_flags(path, flags).map_err(failed)?;
+    let mut statement = connection.prepare(sql).map_err(failed)?;
+    let indexes: Vec<Option<usize>> = columns
+        .iter()
+        .map(|name| statement.column_index(name).ok())
+        .collect();
+    let mut rows = statement.query(params).map_err(failed)?;
+    let mut number = 0usize;
+    while let Some(row) = rows.next().map_err(failed)? {
+        number += 1;
+        each(
+            number,
+            &SqliteCells {
+                row,
+                indexes: &indexes,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// One row's cells, by the position of their name in `for_each_row`'s `columns`.
+pub struct SqliteCells<'s, 'r> {
+    row: &'r Row<'s>,
+    indexes: &'r [Option<usize>],
+}
+
+impl SqliteCells<'_, '_> {
+    /// Whether the query has the column.
+    pub fn has(&self, column: usize) -> bool {
+        self.indexes[column].is_some()
+    }
+
+    fn cell(&self, column: usize) -> std::result::Result<ValueRef<'_>, String> {
+        let index = self.indexes[column].ok_or("the query has no such column")?;
+        self.row.get_ref(index).map_err(|err| err.to_string())
+    }
+
+    /// The cell as text: text as stored, numbers written out, NULL as `None`.
+    pub fn text(&self, column: usize) -> std::result::Result<Option<Cow<'_, str>>, String> {
+        Ok(match self.cell(column)? {
+            ValueRef::Null => None,
+            ValueRef::Text(bytes) => Some(Cow::Borrowed(
+                std::str::from_utf8(bytes).map_err(|_| "the text is not UTF-8".to_string())?,
+            )),
+            ValueRef::Integer(value) => Some(Cow::Owned(value.to_string())),
+            ValueRef::Real(value) => Some(Cow::Owned(value.to_string())),
+            ValueRef::Blob(_) => return Err("a BLOB where text was expected".into()),
+        })
+    }
+
+    /// The cell as an integer; a whole REAL or integer text is accepted.
+    pub fn int(&self, column: usize) -> std::result::Result<Option<i64>, String> {
+        match self.cell(column)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(value) => Ok(Some(value)),
+            ValueRef::Real(value) if value.fract() == 0.0 && value.abs() < 9.0e15 => {
+                Ok(Some(value as i64))
+            }
+            ValueRef::Text(bytes) => std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+                .map(Some)
+                .ok_or_else(|| format!("{:?} is not an integer", String::from_utf8_lossy(bytes))),
+            other => Err(format!("{:?} is not an integer", other.data_type())),
+        }
+    }
+}
