@@ -731,6 +731,8 @@ pub fn config(dags: usize, url: Option<&str>) -> String {
 }
 
 /// `[provider]` listing the mock provider (`onceonly mock-provider --state provider_state.json`).
+/// The listing may send 100 requests a second (Stripe's documented read limit in live mode),
+/// not the default 10: at 10 a million-object listing is 110 s of waiting on purpose.
 pub fn listing(url: &str) -> String {
     format!(
         r#"[provider]
@@ -739,6 +741,7 @@ pagination = "cursor"
 items = "data"
 page_size = 1000
 concurrency = 4
+requests_per_second = 100
 created_after_param = "created_after"
 created_before_param = "created_before"
 time_format = "epoch_seconds"

@@ -25,7 +25,7 @@
 //! table is ever built from part of a listing. Secrets come from the environment, travel only
 //! in headers (marked sensitive) and are scrubbed from every message.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -318,6 +318,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         seed: AtomicU64::new(seed()),
     };
     let base = Url::parse(&api.url).map_err(|err| api.incomplete(format!("{}: {err}", api.url)))?;
+    let fetch_started = std::time::Instant::now();
 
     let (pages, sub_windows) = match (&api.pagination, window.from, window.to) {
         (pagination, Some(from), Some(to))
@@ -357,6 +358,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         _ => (fetcher.numbered(&base, window).await?, 1),
     };
 
+    crate::timing::phase("read:provider:fetch", fetch_started);
     let mut coverage = ListingCoverage {
         window,
         pages: fetcher.pages.load(Ordering::Relaxed),
@@ -365,7 +367,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         sub_windows,
         ..ListingCoverage::default()
     };
-    let provider = frame(api, &pages, window, &mut coverage)?;
+    let provider = frame(api, pages, window, &mut coverage)?;
     Ok(Listed { provider, coverage })
 }
 
@@ -490,7 +492,35 @@ fn base64(text: &str) -> String {
 struct Page {
     /// `GET <url>, page N of <slice>`, for errors.
     label: String,
-    items: Vec<Value>,
+    items: Vec<Object>,
+}
+
+/// One listed object as kept until the listing ends: the object's JSON text and the value at
+/// each mapped field's path (in `PROVIDER` order; `raw`'s is unused). The parsed JSON of a whole
+/// page is dropped as soon as the page is read: kept for a million objects it took gigabytes.
+struct Object {
+    raw: String,
+    fields: Vec<Option<Value>>,
+}
+
+impl Object {
+    fn new(api: &ProviderApi, item: &Value) -> Object {
+        Object {
+            raw: item.to_string(),
+            fields: PROVIDER
+                .iter()
+                .map(|spec| match spec.name {
+                    "raw" => None,
+                    name => api.path(name).get(item).cloned(),
+                })
+                .collect(),
+        }
+    }
+
+    fn field(&self, name: &str) -> Option<&Value> {
+        let index = PROVIDER.iter().position(|spec| spec.name == name)?;
+        self.fields[index].as_ref()
+    }
 }
 
 /// A page's parsed answer.
@@ -687,7 +717,7 @@ impl Fetcher<'_> {
         }
     }
 
-    fn items(&self, body: &Value, label: &str) -> Result<Vec<Value>> {
+    fn items(&self, body: &Value, label: &str) -> Result<Vec<Object>> {
         let items = page_items(self.api, body, label)?;
         let seen = self.objects.fetch_add(items.len(), Ordering::Relaxed) + items.len();
         if seen > self.api.max_objects {
@@ -696,7 +726,10 @@ impl Fetcher<'_> {
                 self.api.max_objects
             )));
         }
-        Ok(items)
+        Ok(items
+            .iter()
+            .map(|item| Object::new(self.api, item))
+            .collect())
     }
 
     fn total(&self, body: &Value, label: &str) -> Result<Option<i64>> {
@@ -883,10 +916,10 @@ async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<
 }
 
 /// The array of objects in one page's body.
-fn page_items(api: &ProviderApi, body: &Value, label: &str) -> Result<Vec<Value>> {
+fn page_items<'b>(api: &ProviderApi, body: &'b Value, label: &str) -> Result<&'b [Value]> {
     let path = &api.items;
     match path.get(body) {
-        Some(Value::Array(items)) => Ok(items.clone()),
+        Some(Value::Array(items)) => Ok(items),
         Some(other) => Err(api.incomplete(format!(
             "{label}: `{path}` is {}, not the array of objects",
             json_type(other)
@@ -907,35 +940,41 @@ pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<Data
             snippet(body)
         ))
     })?;
-    let items = page_items(api, &body, &label)?;
+    let items = page_items(api, &body, &label)?
+        .iter()
+        .map(|item| Object::new(api, item))
+        .collect();
     let pages = [Page { label, items }];
-    frame(api, &pages, window, &mut ListingCoverage::default())
+    frame(api, pages.into(), window, &mut ListingCoverage::default())
 }
 
 /// Checks and assembles the objects of every page, in listing order, counted once each.
 fn frame(
     api: &ProviderApi,
-    pages: &[Page],
+    mut pages: Vec<Page>,
     window: Window,
     coverage: &mut ListingCoverage,
 ) -> Result<DataFrame> {
     let id_path = api.path("external_id");
     // external id -> (page index, item index): the copy that is kept.
-    let mut kept: HashMap<String, (usize, usize)> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
+    let mut kept: PlHashMap<std::borrow::Cow<'_, str>, usize> = PlHashMap::new();
+    // (page index, item index) of the kept copy of each id, in the order ids were first seen.
+    let mut order: Vec<(usize, usize)> = Vec::new();
     let mut changed: BTreeMap<String, String> = BTreeMap::new();
     for (page_index, page) in pages.iter().enumerate() {
         for (item_index, item) in page.items.iter().enumerate() {
             let at = || field_at(page, item_index, &id_path);
-            let id = match id_path.get(item) {
+            let id = match item.field("external_id") {
                 None | Some(Value::Null) => {
                     return Err(input_to_incomplete(
                         api,
                         Error::input(at(), format!("the object has no `{id_path}` (external_id)")),
                     ));
                 }
-                Some(Value::String(text)) if !text.is_empty() => text.clone(),
-                Some(Value::Number(number)) => number.to_string(),
+                Some(Value::String(text)) if !text.is_empty() => {
+                    std::borrow::Cow::Borrowed(text.as_str())
+                }
+                Some(Value::Number(number)) => std::borrow::Cow::Owned(number.to_string()),
                 Some(other) => {
                     return Err(input_to_incomplete(
                         api,
@@ -949,22 +988,24 @@ fn frame(
                     ));
                 }
             };
-            match kept.get_mut(&id) {
+            match kept.get(&id) {
                 None => {
-                    kept.insert(id.clone(), (page_index, item_index));
-                    order.push(id);
+                    kept.insert(id, order.len());
+                    order.push((page_index, item_index));
                 }
-                Some(previous) => {
+                Some(&slot) => {
                     coverage.repeated += 1;
+                    let previous = order[slot];
                     let earlier = &pages[previous.0].items[previous.1];
-                    if earlier != item {
-                        changed.insert(id.clone(), pages[previous.0].label.clone());
+                    if earlier.raw != item.raw {
+                        changed.insert(id.into_owned(), pages[previous.0].label.clone());
                     }
-                    *previous = (page_index, item_index);
+                    order[slot] = (page_index, item_index);
                 }
             }
         }
     }
+    drop(kept);
     for (id, earlier) in &changed {
         coverage.warnings.push(format!(
             "{}: object {id} changed while the listing was read (first seen on {earlier}); the later copy is used",
@@ -974,30 +1015,28 @@ fn frame(
 
     let mapping = Mapping::default();
     let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
-    let created_path = api.path("created_at");
-    for id in &order {
-        let (page_index, item_index) = kept[id];
+    for &(page_index, item_index) in &order {
+        // The object's text moves into the table rather than being copied.
+        let mut raw = Some(std::mem::take(&mut pages[page_index].items[item_index].raw));
         let page = &pages[page_index];
         let item = &page.items[item_index];
         // Slices overlap and servers round bounds: keep exactly the asked window.
-        if let Some(created) = created_path.get(item).and_then(created_micros)
+        if let Some(created) = item.field("created_at").and_then(created_micros)
             && !window.contains(created)
         {
             continue;
         }
-        let raw = item.to_string();
         for (spec, values) in PROVIDER.iter().zip(columns.iter_mut()) {
             if spec.name == "raw" {
-                push(values, spec, Cell::Text(&raw), &mapping, || {
-                    field_at(page, item_index, &JsonPath(Vec::new()))
-                })
-                .map_err(|err| input_to_incomplete(api, err))?;
+                if let Values::Text(texts) = values {
+                    texts.push(raw.take());
+                }
                 continue;
             }
             let path = api.path(spec.name);
             let at = || field_at(page, item_index, &path);
             let number;
-            let cell = match path.get(item) {
+            let cell = match item.field(spec.name) {
                 None if !spec.nullable => {
                     return Err(input_to_incomplete(
                         api,
