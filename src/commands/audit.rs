@@ -60,7 +60,7 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
     let options = &options;
     let started = std::time::Instant::now();
     let tables = match &options.from_snapshot {
-        Some(dir) => sources::saved::load(dir)?.0,
+        Some(dir) => sources::saved::load(dir, options.save_snapshot.is_some())?.0,
         None => sources::load(config, &filter, options.slack.unwrap_or(DEFAULT_SLACK))?,
     };
     crate::timing::phase("read", started);

@@ -645,6 +645,7 @@ fn tables(
         warnings: Vec::new(),
         origins: [origin.clone(), origin.clone(), origin],
         listed_window: None,
+        snapshot_hash: None,
     })
 }
 

@@ -9,10 +9,11 @@ pub mod sql;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use polars::prelude::*;
 use serde::Serialize;
 
 use crate::cells::{bools, ints, texts};
-use crate::error::Result;
+use crate::error::{EngineContext, Result};
 use crate::identity::stable_id;
 use crate::prepare::Prepared;
 use crate::rules::Finding;
@@ -114,8 +115,14 @@ struct Object {
     by_map_index: Option<i64>,
 }
 
-fn objects(prepared: &Prepared) -> Result<BTreeMap<String, Object>> {
-    let df = &prepared.objects;
+/// The objects the findings name, by id. Only those are read out of the frame: converting
+/// every object took most of the plan's time at a million intervals.
+fn objects(prepared: &Prepared, findings: &[Finding]) -> Result<BTreeMap<String, Object>> {
+    let named: BTreeSet<&str> = findings
+        .iter()
+        .flat_map(|finding| finding.evidence.external_ids.iter().map(String::as_str))
+        .collect();
+    let df = &only(&prepared.objects, "external_id", named)?;
     let (ids, statuses, hashes, runs) = (
         texts(df, "external_id")?,
         texts(df, "status")?,
@@ -151,8 +158,13 @@ fn objects(prepared: &Prepared) -> Result<BTreeMap<String, Object>> {
 /// `(op_key, run_id, try_number) -> (dag_id, task_id, map_index)` of intent rows.
 type Intents = BTreeMap<(String, String, i64), (String, String, i64)>;
 
-fn intents(prepared: &Prepared) -> Result<Intents> {
-    let df = &prepared.journal;
+/// The intent rows under the findings' keys.
+fn intents(prepared: &Prepared, findings: &[Finding]) -> Result<Intents> {
+    let keys: BTreeSet<&str> = findings
+        .iter()
+        .filter_map(|finding| finding.op_key.as_deref())
+        .collect();
+    let df = &only(&prepared.journal, "op_key", keys)?;
     let (keys, runs, dags, tasks, phases) = (
         texts(df, "op_key")?,
         texts(df, "run_id")?,
@@ -179,6 +191,17 @@ fn intents(prepared: &Prepared) -> Result<Intents> {
     Ok(out)
 }
 
+/// The rows of `frame` whose `column` is one of `values`.
+fn only(frame: &DataFrame, column: &str, values: BTreeSet<&str>) -> Result<DataFrame> {
+    let values = Series::new("values".into(), values.into_iter().collect::<Vec<_>>());
+    frame
+        .clone()
+        .lazy()
+        .filter(col(column).is_in(lit(values).implode(false), false))
+        .collect()
+        .engine("selecting the findings' rows")
+}
+
 /// Adds an action, merging it into an equal one (same id) that answers other findings.
 fn add(actions: &mut BTreeMap<String, Action>, action: Action) {
     actions
@@ -194,10 +217,11 @@ pub fn build(
     prepared: &Prepared,
     inputs_fingerprint: String,
 ) -> Result<Plan> {
-    let objects = objects(prepared)?;
-    let intents = intents(prepared)?;
+    let objects = objects(prepared, findings)?;
+    let intents = intents(prepared, findings)?;
     let mut actions: BTreeMap<String, Action> = BTreeMap::new();
-    let mut voided: BTreeSet<String> = BTreeSet::new();
+    // Voided object id -> the void-duplicate actions that void it.
+    let mut voided: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
 
     let base = |finding: &Finding,
                 kind: Kind,
@@ -279,7 +303,12 @@ pub fn build(
         );
         action.keep = Some(keep.clone());
         action.keep_reason = Some(keep_reason);
-        voided.extend(targets.iter().cloned());
+        for target in &targets {
+            voided
+                .entry(target.clone())
+                .or_default()
+                .insert(action.id.clone());
+        }
         action.targets = targets;
         add(&mut actions, action);
     }
@@ -296,12 +325,9 @@ pub fn build(
                 else {
                     continue;
                 };
-                if voided.contains(id) {
+                if let Some(voids) = voided.get(id) {
                     // A duplicate of a committed object: the void-duplicate answers it.
-                    if let Some(void) = actions
-                        .values_mut()
-                        .find(|a| a.kind == Kind::VoidDuplicate && a.targets.contains(id))
-                    {
+                    if let Some(void) = voids.first().and_then(|void| actions.get_mut(void)) {
                         void.answers.push(finding.id.clone());
                     }
                     continue;

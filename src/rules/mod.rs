@@ -257,7 +257,9 @@ pub fn try_ref(run_id: &str, try_number: Option<i64>, map_index: Option<i64>) ->
 pub fn run_all(prepared: &Prepared, rules: &[&dyn Rule]) -> Result<Vec<Finding>> {
     let mut findings = Vec::new();
     for rule in rules {
+        let started = std::time::Instant::now();
         findings.extend(rule.check(prepared)?);
+        crate::timing::phase(&format!("rules:{}", rule.code()), started);
     }
     sort_findings(&mut findings);
     Ok(findings)

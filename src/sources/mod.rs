@@ -26,6 +26,9 @@ pub struct Tables {
     pub origins: [String; 3],
     /// The created-at window a provider listing was asked for; None: the source held it all.
     pub listed_window: Option<crate::prepare::ProviderWindow>,
+    /// The content hash of a snapshot these tables were read from (its manifest's, checked
+    /// against the files), so a plan need not encode the tables again to quote it.
+    pub snapshot_hash: Option<String>,
 }
 
 impl Tables {
@@ -79,6 +82,7 @@ pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<
             warnings,
             origins: Table::ALL.map(|table| describe(config, table)),
             listed_window,
+            snapshot_hash: None,
         })
     })
 }

@@ -70,8 +70,12 @@ fn parquet_bytes(frame: &DataFrame) -> Result<Vec<u8>> {
 }
 
 /// The inputs' fingerprint: the content hash a snapshot of these tables would have, so a plan
-/// made from a snapshot and the snapshot's manifest quote the same value.
+/// made from a snapshot and the snapshot's manifest quote the same value. Tables read from a
+/// snapshot already have it (encoding a million intervals again took seconds).
 pub fn fingerprint(tables: &Tables) -> Result<String> {
+    if let Some(hash) = &tables.snapshot_hash {
+        return Ok(hash.clone());
+    }
     let hashes: Vec<String> = Table::ALL
         .iter()
         .map(|table| parquet_bytes(tables.get(*table)).map(|bytes| sha256_hex(&bytes)))
@@ -124,7 +128,9 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
 }
 
 /// Reads a saved snapshot, refusing one whose files do not match their recorded hashes.
-pub fn load(dir: &Path) -> Result<(Tables, Manifest)> {
+/// Without `raw`, the provider's `raw` column (the objects' JSON, kept as evidence, read by no
+/// rule) is left NULL rather than read: at a million objects it is a third of the memory.
+pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
     let manifest_path = dir.join(MANIFEST);
     let shown = manifest_path.display().to_string();
     let text = std::fs::read_to_string(&manifest_path).map_err(|err| Error::io(&shown, err))?;
@@ -173,7 +179,11 @@ pub fn load(dir: &Path) -> Result<(Tables, Manifest)> {
                 "the file changed since the snapshot was saved (its SHA-256 differs from the manifest's)",
             ));
         }
-        let frame = snapshot::read(&path, table, &Mapping::default())?;
+        let frame = if table == Table::Provider && !raw {
+            snapshot::read_parquet_without(&path, table, &["raw"])?
+        } else {
+            snapshot::read(&path, table, &Mapping::default())?
+        };
         if frame.height() != entry.rows {
             return Err(Error::input(
                 Location::source(path.display().to_string()),
@@ -209,6 +219,7 @@ pub fn load(dir: &Path) -> Result<(Tables, Manifest)> {
                         .and_then(crate::timestamp::parse),
                 }
             }),
+            snapshot_hash: Some(manifest.content_hash.clone()),
         },
         manifest,
     ))

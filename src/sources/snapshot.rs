@@ -53,7 +53,7 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
     match extension.as_str() {
         "csv" => read_csv(path, &shown, table, mapping),
         "ndjson" | "jsonl" => read_ndjson(path, &shown, table, mapping),
-        "parquet" => read_parquet(path, &shown, table, mapping),
+        "parquet" => read_parquet(path, &shown, table, mapping, &[]),
         other => Err(Error::input(
             Location::source(&shown),
             format!("unknown snapshot format `.{other}` (use .csv, .ndjson or .parquet)"),
@@ -354,9 +354,37 @@ fn read_ndjson(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Res
     finish(table, columns)
 }
 
-fn read_parquet(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Result<DataFrame> {
+/// A Parquet snapshot without the columns in `skip` (which must be nullable: they come back
+/// as NULL), for reads that will not use them.
+pub fn read_parquet_without(path: &Path, table: Table, skip: &[&str]) -> Result<DataFrame> {
+    let shown = path.display().to_string();
+    read_parquet(path, &shown, table, &Mapping::default(), skip)
+}
+
+fn read_parquet(
+    path: &Path,
+    shown: &str,
+    table: Table,
+    mapping: &Mapping,
+    skip: &[&str],
+) -> Result<DataFrame> {
     let file = File::open(path).map_err(|err| Error::io(shown, err))?;
-    let df = ParquetReader::new(file).finish().map_err(|err| {
+    let mut reader = ParquetReader::new(file);
+    if !skip.is_empty() {
+        let schema = reader.schema().map_err(|err| {
+            Error::input(
+                Location::source(shown),
+                format!("not a readable Parquet file: {err}"),
+            )
+        })?;
+        let kept: Vec<String> = schema
+            .iter_names()
+            .map(|name| name.to_string())
+            .filter(|name| !skip.contains(&name.as_str()))
+            .collect();
+        reader = reader.with_columns(Some(kept));
+    }
+    let df = reader.finish().map_err(|err| {
         Error::input(
             Location::source(shown),
             format!("not a readable Parquet file: {err}"),
