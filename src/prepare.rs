@@ -98,13 +98,19 @@ impl Prepared {
     ) -> Result<Prepared> {
         let t = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
+        let operations = operation_column(config, &attempts, "operation")?;
+        let attempts_operations_missing = operations.null_count() > 0;
         attempts
-            .with_column(operation_column(config, &attempts, "operation")?)
+            .with_column(operations)
             .engine("naming operations")?;
 
-        let mut tries = attempts
-            .lazy()
-            .filter(col("operation").is_not_null())
+        // Tries of tasks that are not operations are left out; when there are none the frame
+        // is kept as it is rather than copied by a filter that keeps every row.
+        let mut tries = attempts.lazy();
+        if attempts_operations_missing {
+            tries = tries.filter(col("operation").is_not_null());
+        }
+        let mut tries = tries
             .with_columns(audit_interval())
             .run("preparing tries")?;
         let mut formatted = vec![
