@@ -84,6 +84,25 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
 }
 
 pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
+    // A plan quotes the inputs' fingerprint, which for tables read from live sources means
+    // encoding them as a snapshot would: seconds at a million intervals, done on a thread of
+    // its own while the audit runs.
+    std::thread::scope(|threads| {
+        let fingerprint = options
+            .plan
+            .then(|| threads.spawn(|| sources::saved::fingerprint(tables)));
+        audit_with(config, tables, options, fingerprint)
+    })
+}
+
+type Fingerprint<'scope> = std::thread::ScopedJoinHandle<'scope, Result<String>>;
+
+fn audit_with(
+    config: &Config,
+    tables: &Tables,
+    options: &AuditOptions,
+    fingerprint: Option<Fingerprint<'_>>,
+) -> Result<Audit> {
     let started = std::time::Instant::now();
     let (attempts, journal, provider, window) = scope(tables, options)?;
     let mut prepared = Prepared::build(
@@ -190,13 +209,14 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
     let summary = Summary::new(&findings, verdict_counts);
     crate::timing::phase("verdicts", started);
     let started = std::time::Instant::now();
-    let plan = match options.plan {
-        true => Some(crate::plan::build(
-            &findings,
-            &prepared,
-            sources::saved::fingerprint(tables)?,
-        )?),
-        false => None,
+    let plan = match fingerprint {
+        Some(fingerprint) => {
+            let fingerprint = fingerprint
+                .join()
+                .expect("the fingerprint thread does not panic")?;
+            Some(crate::plan::build(&findings, &prepared, fingerprint)?)
+        }
+        None => None,
     };
     if options.plan {
         crate::timing::phase("plan", started);

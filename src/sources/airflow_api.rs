@@ -286,23 +286,23 @@ fn frame(rows: &[(&Run, &Try)]) -> Result<DataFrame> {
     for (run, tri) in rows {
         for (spec, builder) in ATTEMPTS.iter().zip(builders.iter_mut()) {
             match (builder, spec.name) {
-                (Values::Text(v), "dag_id") => v.push(Some(tri.dag_id.clone())),
-                (Values::Text(v), "task_id") => v.push(Some(tri.task_id.clone())),
+                (Values::Text(v), "dag_id") => v.append_value(&tri.dag_id),
+                (Values::Text(v), "task_id") => v.append_value(&tri.task_id),
                 (Values::Int(v), "map_index") => v.push(Some(tri.map_index)),
-                (Values::Text(v), "run_id") => v.push(Some(tri.run_id.clone())),
-                (Values::Text(v), "run_type") => v.push(run.run_type.clone()),
+                (Values::Text(v), "run_id") => v.append_value(&tri.run_id),
+                (Values::Text(v), "run_type") => v.append_option(run.run_type.as_deref()),
                 (Values::Int(v), "try_number") => v.push(Some(tri.try_number)),
-                (Values::Text(v), "state") => v.push(tri.state.clone()),
+                (Values::Text(v), "state") => v.append_option(tri.state.as_deref()),
                 (Values::Time(v), "start_date") => v.push(tri.start_date),
                 (Values::Time(v), "end_date") => v.push(tri.end_date),
-                (Values::Text(v), "hostname") => v.push(tri.hostname.clone()),
+                (Values::Text(v), "hostname") => v.append_option(tri.hostname.as_deref()),
                 (Values::Int(v), "pid") => v.push(tri.pid),
                 (Values::Time(v), "queued_at") => v.push(tri.queued_at),
                 (Values::Time(v), "interval_start") => v.push(run.interval_start),
                 (Values::Time(v), "interval_end") => v.push(run.interval_end),
                 (Values::Time(v), "logical_date") => v.push(run.logical_date),
                 (Values::Time(v), "run_after") => v.push(run.run_after),
-                (Values::Text(v), "conf") => v.push(run.conf.clone()),
+                (Values::Text(v), "conf") => v.append_option(run.conf.as_deref()),
                 // Neither /api/v1 nor /api/v2 exposes dag_run.clear_number.
                 (Values::Int(v), "clear_number") => v.push(None),
                 (_, name) => {

@@ -307,12 +307,12 @@ fn push_row(
         let failed = |message: String| Error::input(at(spec.name), message);
         match builder {
             Values::Text(values) if spec.name == "conf" => {
-                values.push(conf(row, column, &at)?);
+                values.append_option(conf(row, column, &at)?);
             }
             Values::Text(values) => {
                 let value = row.text(column, spec.name).map_err(failed)?;
                 required(value.is_some())?;
-                values.push(value.map(Cow::into_owned));
+                values.append_option(value);
             }
             Values::Int(values) => {
                 let value = row.int(column, spec.name).map_err(failed)?;

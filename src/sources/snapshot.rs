@@ -64,7 +64,8 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
 /// Typed values of one canonical column as they are read (shared by every source that
 /// builds a table row by row).
 pub(crate) enum Values {
-    Text(Vec<Option<String>>),
+    /// Built straight into polars' string column: no `String` per cell.
+    Text(StringChunkedBuilder),
     Int(Vec<Option<i64>>),
     Time(Vec<Option<i64>>),
 }
@@ -72,7 +73,7 @@ pub(crate) enum Values {
 impl Values {
     pub(crate) fn new(kind: Kind) -> Values {
         match kind {
-            Kind::Text => Values::Text(Vec::new()),
+            Kind::Text => Values::Text(StringChunkedBuilder::new(PlSmallStr::EMPTY, 0)),
             Kind::Int => Values::Int(Vec::new()),
             Kind::Time => Values::Time(Vec::new()),
         }
@@ -80,7 +81,7 @@ impl Values {
 
     pub(crate) fn into_column(self, name: &str) -> Column {
         match self {
-            Values::Text(values) => Column::new(name.into(), values),
+            Values::Text(values) => values.finish().with_name(name.into()).into_column(),
             Values::Int(values) => Column::new(name.into(), values),
             Values::Time(values) => {
                 Int64Chunked::from_iter_options(name.into(), values.into_iter())
@@ -118,7 +119,7 @@ pub(crate) fn push(
             ));
         }
         match values {
-            Values::Text(v) => v.push(None),
+            Values::Text(v) => v.append_null(),
             Values::Int(v) => v.push(None),
             Values::Time(v) => v.push(None),
         }
@@ -132,30 +133,32 @@ pub(crate) fn push(
     };
     match values {
         Values::Text(v) => {
-            let text = match cell {
-                Cell::Text(text) => text.to_string(),
-                Cell::Json(serde_json::Value::String(text)) => text.clone(),
+            let text: std::borrow::Cow<'_, str> = match cell {
+                Cell::Text(text) => text.into(),
+                Cell::Json(serde_json::Value::String(text)) => text.as_str().into(),
                 // conf and raw hold JSON documents; NDJSON may give them unquoted.
                 Cell::Json(
                     value @ (serde_json::Value::Object(_) | serde_json::Value::Array(_)),
-                ) => value.to_string(),
+                ) => value.to_string().into(),
                 Cell::Json(value) => return Err(wrong(format!("{value} ({})", json_type(value)))),
                 Cell::Null => unreachable!("nulls are handled above"),
             };
-            let text = match (&mapping.phases, spec.name) {
-                (Some(phases), "phase") => phases.get(&text).cloned().ok_or_else(|| {
-                    let known: Vec<_> = phases.keys().map(|k| format!("{k:?}")).collect();
-                    Error::input(
-                        at(),
-                        format!(
-                            "unknown phase value {text:?} (the mapping knows {})",
-                            known.join(", ")
-                        ),
-                    )
-                })?,
-                _ => text,
-            };
-            v.push(Some(text));
+            match (&mapping.phases, spec.name) {
+                (Some(phases), "phase") => {
+                    let phase = phases.get(text.as_ref()).ok_or_else(|| {
+                        let known: Vec<_> = phases.keys().map(|k| format!("{k:?}")).collect();
+                        Error::input(
+                            at(),
+                            format!(
+                                "unknown phase value {text:?} (the mapping knows {})",
+                                known.join(", ")
+                            ),
+                        )
+                    })?;
+                    v.append_value(phase);
+                }
+                _ => v.append_value(text),
+            }
         }
         Values::Int(v) => {
             let parsed = match cell {
