@@ -148,16 +148,13 @@ impl Prepared {
             .with_column(col("map_index").fill_null(lit(-1i64)))
             .collect()
             .engine("preparing the journal")?;
-        crate::timing::phase("prepare:journal-a", t);
         let (run_row, try_row) = journal_tries(&tries, &journal)?;
-        crate::timing::phase("prepare:journal-b", t);
         // Each row takes its run's interval from any try of the run (all of them agree).
         let interval = tries
             .select(["iv_start", "iv_end", "basis", "interval"])
             .engine("journal intervals")?
             .take(&run_row)
             .engine("journal intervals")?;
-        crate::timing::phase("prepare:journal-c", t);
         let mut journal = journal
             .hstack(interval.columns())
             .engine("journal intervals")?;
@@ -475,7 +472,6 @@ fn attribute_objects(
     all_journal: &DataFrame,
     provider: &DataFrame,
 ) -> Result<DataFrame> {
-    let t = std::time::Instant::now();
     let void: Vec<String> = config
         .provider
         .void_statuses
@@ -628,7 +624,6 @@ fn attribute_objects(
         .with_column(key_ttl(config))
         .drop(cols(["named_key"]))
         .run("attributing provider objects")?;
-    crate::timing::phase("prepare:objects-attributed", t);
     with_creators(objects, all_journal)
 }
 
