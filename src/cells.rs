@@ -28,6 +28,22 @@ pub fn ints(df: &DataFrame, name: &str) -> Result<Vec<Option<i64>>> {
     Ok(column.i64().engine(name)?.iter().collect())
 }
 
+/// A text column as polars holds it, for loops that borrow its cells instead of copying them.
+pub fn text_column(df: &DataFrame, name: &str) -> Result<StringChunked> {
+    Ok(df.column(name).engine(name)?.str().engine(name)?.clone())
+}
+
+/// An integer or timestamp column as `i64` (microseconds for timestamps), without copying the
+/// values into a `Vec`.
+pub fn int_column(df: &DataFrame, name: &str) -> Result<Int64Chunked> {
+    let column = df
+        .column(name)
+        .engine(name)?
+        .cast(&DataType::Int64)
+        .engine(name)?;
+    Ok(column.i64().engine(name)?.clone())
+}
+
 pub fn bools(df: &DataFrame, name: &str) -> Result<Vec<Option<bool>>> {
     let column = df.column(name).engine(name)?;
     Ok(column.bool().engine(name)?.iter().collect())

@@ -265,17 +265,8 @@ struct TryKeys {
 
 impl TryKeys {
     fn of(frame: &DataFrame) -> Result<TryKeys> {
-        let text = |name: &str| -> Result<StringChunked> {
-            Ok(frame.column(name).engine(name)?.str().engine(name)?.clone())
-        };
-        let int = |name: &str| -> Result<Int64Chunked> {
-            let column = frame
-                .column(name)
-                .engine(name)?
-                .cast(&DataType::Int64)
-                .engine(name)?;
-            Ok(column.i64().engine(name)?.clone())
-        };
+        let text = |name: &str| crate::cells::text_column(frame, name);
+        let int = |name: &str| crate::cells::int_column(frame, name);
         Ok(TryKeys {
             dag: text("dag_id")?,
             run: text("run_id")?,
@@ -308,10 +299,8 @@ impl TryKeys {
 /// The configured operation of each row's `(dag_id, task_id)`, NULL where none matches. The
 /// config's globs are matched once per distinct pair, not once per row.
 fn operation_column(config: &Config, frame: &DataFrame, name: &str) -> Result<Column> {
-    let text = |column: &str| -> Result<&StringChunked> {
-        frame.column(column).engine(column)?.str().engine(column)
-    };
-    let (dags, tasks) = (text("dag_id")?, text("task_id")?);
+    let dags = crate::cells::text_column(frame, "dag_id")?;
+    let tasks = crate::cells::text_column(frame, "task_id")?;
     let mut seen: std::collections::HashMap<(&str, &str), Option<&str>> = Default::default();
     let names: StringChunked = dags
         .iter()
@@ -526,28 +515,12 @@ fn attribute_objects(
                 .is_null()
                 .or(col("op_key").neq(col("own_expected"))),
         )
-        .select([
-            col("op_key").alias("key"),
-            col("operation"),
-            col("dag_id"),
-            col("map_index"),
-            col("iv_start"),
-            col("iv_end"),
-            col("interval"),
-        ]);
+        .select(home("op_key"));
     let expected_keys = tries
         .clone()
         .lazy()
         .filter(col("expected_key").is_not_null())
-        .select([
-            col("expected_key").alias("key"),
-            col("operation"),
-            col("dag_id"),
-            col("map_index"),
-            col("iv_start"),
-            col("iv_end"),
-            col("interval"),
-        ]);
+        .select(home("expected_key"));
     let key_home = concat([journal_keys, expected_keys], UnionArgs::default())
         .engine("collecting keys")?
         // The earliest interval first; ties between operations broken by name, so the order
@@ -625,6 +598,19 @@ fn attribute_objects(
         .drop(cols(["named_key"]))
         .run("attributing provider objects")?;
     with_creators(objects, all_journal)
+}
+
+/// A key (from the column `key`) with the operation interval it belongs to.
+fn home(key: &str) -> [Expr; 7] {
+    [
+        col(key).alias("key"),
+        col("operation"),
+        col("dag_id"),
+        col("map_index"),
+        col("iv_start"),
+        col("iv_end"),
+        col("interval"),
+    ]
 }
 
 /// The try that created each object: the last try that wrote an intent under the object's key

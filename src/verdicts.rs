@@ -213,19 +213,8 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
 /// Computed here rather than as a polars window over four key columns, which took seconds at a
 /// million tries.
 fn earlier_tries_ended(prepared: &DataFrame) -> Result<Column> {
-    let text = |name: &str| -> Result<StringChunked> {
-        Ok(prepared
-            .column(name)
-            .engine(name)?
-            .str()
-            .engine(name)?
-            .clone())
-    };
-    let int = |name: &str| -> Result<Int64Chunked> {
-        let column = prepared.column(name).engine(name)?;
-        let column = column.cast(&DataType::Int64).engine(name)?;
-        Ok(column.i64().engine(name)?.clone())
-    };
+    let text = |name: &str| crate::cells::text_column(prepared, name);
+    let int = |name: &str| crate::cells::int_column(prepared, name);
     let (operation, run_id) = (text("operation")?, text("run_id")?);
     let (map_index, try_number) = (int("map_index")?, int("try_number")?);
     let (iv_start, iv_end) = (int("iv_start")?, int("iv_end")?);

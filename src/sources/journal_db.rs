@@ -98,18 +98,23 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
         .replace("{table}", &quote(table));
 
     let mut values: Vec<Values> = JOURNAL.iter().map(|spec| Values::new(spec.kind)).collect();
-    type Cells<'c> = [std::result::Result<Option<Cow<'c, str>>, String>];
-    let mut push_row = |number: usize, cells: &Cells<'_>| -> Result<()> {
-        for (index, (spec, column)) in JOURNAL.iter().zip(values.iter_mut()).enumerate() {
-            let own = mapping
+    // Each canonical column's name in the journal's own table, for errors.
+    let owns: Vec<&str> = JOURNAL
+        .iter()
+        .map(|spec| {
+            mapping
                 .columns
                 .get(spec.name)
                 .map(String::as_str)
-                .unwrap_or(spec.name);
-            let at = || Location::source(&source).row(number).column(own);
-            let cell = cells[index]
-                .clone()
-                .map_err(|message| Error::input(at(), message))?;
+                .unwrap_or(spec.name)
+        })
+        .collect();
+    type Cells<'c> = Vec<std::result::Result<Option<Cow<'c, str>>, String>>;
+    let mut push_row = |number: usize, cells: Cells<'_>| -> Result<()> {
+        let columns = JOURNAL.iter().zip(values.iter_mut()).zip(&owns);
+        for (((spec, column), own), cell) in columns.zip(cells) {
+            let at = || Location::source(&source).row(number).column(*own);
+            let cell = cell.map_err(|message| Error::input(at(), message))?;
             // Integers stored as REAL in SQLite come back as "3.0": accept whole numbers.
             let cell = match (spec.kind, cell) {
                 (Kind::Int, Some(text)) if text.ends_with(".0") => {
@@ -132,7 +137,7 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
         let names: Vec<&str> = JOURNAL.iter().map(|spec| spec.name).collect();
         sqlite_rows::for_each_row(database, &sql, &[], &names, |number, row| {
             let cells: Vec<_> = (0..JOURNAL.len()).map(|index| row.text(index)).collect();
-            push_row(number, &cells)
+            push_row(number, cells)
         })?;
     } else {
         let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut connection);
@@ -145,7 +150,7 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
                     Ok(cell.map(Cow::Owned))
                 })
                 .collect();
-            push_row(number, &cells)?;
+            push_row(number, cells)?;
         }
         drop(rows);
         let _ = connection.close().await;

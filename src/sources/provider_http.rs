@@ -1028,7 +1028,8 @@ fn frame(
         {
             continue;
         }
-        for (spec, values) in PROVIDER.iter().zip(columns.iter_mut()) {
+        let fields = PROVIDER.iter().zip(&item.fields);
+        for ((spec, field), values) in fields.zip(columns.iter_mut()) {
             if spec.name == "raw" {
                 if let Values::Text(texts) = values {
                     texts.append_option(raw.take());
@@ -1038,7 +1039,7 @@ fn frame(
             let path = api.path(spec.name);
             let at = || field_at(page, item_index, &path);
             let number;
-            let cell = match item.field(spec.name) {
+            let cell = match field {
                 None if !spec.nullable => {
                     return Err(input_to_incomplete(
                         api,
@@ -1078,13 +1079,8 @@ fn frame(
 /// sort puts them).
 fn in_creation_order(df: &DataFrame) -> Result<bool> {
     debug_assert_eq!(Table::Provider.sort_key(), ["created_at", "external_id"]);
-    let created = df
-        .column("created_at")
-        .and_then(|column| column.cast(&DataType::Int64))
-        .engine("created_at")?;
-    let created = created.i64().engine("created_at")?;
-    let ids = df.column("external_id").engine("external_id")?;
-    let ids = ids.str().engine("external_id")?;
+    let created = crate::cells::int_column(df, "created_at")?;
+    let ids = crate::cells::text_column(df, "external_id")?;
     let mut previous: Option<(Option<i64>, Option<&str>)> = None;
     for row in created.iter().zip(ids.iter()) {
         if previous.is_some_and(|previous| previous > row) {
