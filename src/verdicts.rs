@@ -14,8 +14,7 @@
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
-use crate::prepare::{OPERATION_INTERVAL, Prepared};
-use crate::timing::Run;
+use crate::prepare::{NONE, Prepared};
 
 pub const VERDICTS: [&str; 7] = [
     "committed",
@@ -29,224 +28,403 @@ pub const VERDICTS: [&str; 7] = [
 
 /// One row per operation try: the try's identity, its state, its key, the object it is tied
 /// to and its verdict.
+///
+/// Every step is a pass over arrays indexed by the try's row, the object's row or the dense
+/// key and id numbers `prepare` gave each frame: at a million tries the joins and group-bys on
+/// text keys this replaces took seconds.
 pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
-    // `try_row`: the row of `prepared.tries` a journal row's try is (prepare matched them).
-    let on = [col("try_row")];
-    let journal = prepared
-        .journal()
-        .filter(col("try_row").is_not_null())
-        .sort(["recorded_at"], Default::default())
-        .group_by(on.clone())
-        .agg([
-            col("op_key").first().alias("try_key"),
-            col("phase").eq(lit("intent")).any(true).alias("has_intent"),
-            col("phase").eq(lit("failed")).any(true).alias("has_failed"),
-            col("phase")
-                .eq(lit("reconciled"))
-                .any(true)
-                .alias("has_reconciled"),
-            col("external_id")
-                .filter(crate::model::is_done(col("phase")))
-                .drop_nulls()
-                .first()
-                .alias("committed_id"),
-        ]);
-    let committed_objects = prepared.objects().select([
-        col("external_id").alias("committed_id"),
-        col("created_at").alias("committed_created"),
-        col("iv_start").alias("committed_interval"),
-    ]);
+    let tries = &prepared.tries;
+    let t = std::time::Instant::now();
+    let journal = Journal::of(prepared)?;
+    crate::timing::phase("verdicts:journal", t);
+    let t = std::time::Instant::now();
+    let objects = Objects::of(prepared)?;
+    crate::timing::phase("verdicts:objects", t);
+    let t = std::time::Instant::now();
+    let intervals = Intervals::of(tries)?;
+    let ended = intervals.earlier_tries_ended(tries)?;
+    crate::timing::phase("verdicts:ended", t);
+    let t = std::time::Instant::now();
+    let first_live = intervals.first_live(&objects)?;
+    crate::timing::phase("verdicts:first_live", t);
+    let t = std::time::Instant::now();
 
-    let mut tries = prepared.tries.clone();
-    tries
-        .with_column(earlier_tries_ended(&prepared.tries)?)
-        .engine("earlier_tries_ended")?;
-    let tries = tries
-        .lazy()
-        .with_row_index("try_row", None)
-        .join(
-            journal,
-            on.clone(),
-            on.clone(),
-            JoinArgs::new(JoinType::Left),
-        )
-        .join(
-            committed_objects,
-            [col("committed_id")],
-            [col("committed_id")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .with_column(coalesce(&[col("try_key"), col("expected_key")]).alias("op_key"));
+    let int = |name: &str| crate::cells::int_column(tries, name);
+    let (start, end, iv_start) = (int("start_date")?, int("end_date")?, int("iv_start")?);
+    let expected = crate::cells::text_column(tries, "expected_key")?;
+    let expected_key = tries.column("key_id").engine("key_id")?;
+    let expected_key = expected_key.u32().engine("key_id")?.rechunk().into_owned();
+    let states = crate::cells::text_column(tries, "state")?;
 
-    // The earliest object the try created under its key while it ran.
-    let created = tries
-        .clone()
-        .filter(col("start_date").is_not_null())
-        .select(
-            on.iter()
-                .cloned()
-                .chain([col("op_key"), col("start_date"), col("end_date")])
-                .collect::<Vec<_>>(),
-        )
-        .join(
-            prepared.objects().select([
-                col("key"),
-                col("external_id").alias("created_id"),
-                col("created_at").alias("created_created"),
-            ]),
-            [col("op_key")],
-            [col("key")],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .filter(
-            // Providers often give whole seconds: an object stamped in the second the try
-            // started was created by it.
-            (col("created_created").cast(DataType::Int64) + lit(1_000_000i64))
-                .gt(col("start_date").cast(DataType::Int64))
-                .and(
-                    col("end_date")
-                        .is_null()
-                        .or(col("created_created").lt_eq(col("end_date"))),
-                ),
-        )
-        .sort(["created_created", "created_id"], Default::default())
-        .group_by(on.clone())
-        .agg([col("created_id").first(), col("created_created").first()]);
+    let mut op_key: Vec<Option<&str>> = Vec::with_capacity(tries.height());
+    let mut external_id: Vec<Option<&str>> = Vec::with_capacity(tries.height());
+    let mut verdicts: Vec<&str> = Vec::with_capacity(tries.height());
+    for row in 0..tries.height() {
+        let rows = journal.of_try.get(row).copied().unwrap_or_default();
+        // The try's key: that of its first journal row, else the expected one.
+        let (key_text, key) = match rows.first.map(|r| journal.key(r)) {
+            Some((Some(text), key)) => (Some(text), key),
+            _ => (expected.get(row), expected_key.get(row).unwrap_or(NONE)),
+        };
+        let committed = rows.committed.map(|r| {
+            let object = journal.object(r, &objects);
+            (journal.external_id.get(r as usize), object)
+        });
+        // The earliest object it created under its key while it ran.
+        let created = match (key, start.get(row)) {
+            (NONE, _) | (_, None) => None,
+            (key, Some(started)) => objects
+                .with_key(key)
+                .iter()
+                .copied()
+                .filter(|&object| {
+                    objects.created.get(object as usize).is_some_and(|created| {
+                        created + crate::prepare::ROUNDING > started
+                            && end.get(row).is_none_or(|ended| created <= ended)
+                    })
+                })
+                .min_by_key(|&object| objects.order(object)),
+        };
+        let committed_created = committed
+            .and_then(|(_, object)| object)
+            .and_then(|object| objects.created.get(object as usize));
+        let committed_interval = committed
+            .and_then(|(_, object)| object)
+            .and_then(|object| objects.iv_start.get(object as usize));
+        let created_id = created.and_then(|object| objects.ids.get(object as usize));
+        let created_created = created.and_then(|object| objects.created.get(object as usize));
+        let object = committed.and_then(|(id, _)| id).or(created_id);
+        let created_at = committed_created.or(created_created);
 
-    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
-    let first_live = prepared
-        .live_in_intervals()
-        .sort(["created_at", "external_id"], Default::default())
-        .group_by(group.clone())
-        .agg([
-            col("external_id").first().alias("first_live_id"),
-            col("created_at").first().alias("first_live_created"),
-        ]);
+        // A duplicate: a live object of the interval already existed when this one was created.
+        let first = intervals.of_try[row]
+            .and_then(|group| first_live[group as usize])
+            .map(|first| {
+                (
+                    objects.ids.get(first as usize),
+                    objects.created.get(first as usize),
+                )
+            });
+        let is_later_duplicate = match (first, object, created_at) {
+            (Some((Some(first_id), Some(first_created))), Some(object), Some(created_at)) => {
+                first_id != object && first_created < created_at
+            }
+            _ => false,
+        };
+        let failed_state = states
+            .get(row)
+            .map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"));
+        // An object of another interval (a key collision, K003) is not this interval's replay.
+        let own_interval = match committed_interval {
+            None => true,
+            Some(interval) => iv_start.get(row) == Some(interval),
+        };
+        let replayed = rows.reconciled
+            || matches!((committed_created, ended[row]), (Some(c), Some(e)) if c <= e);
+        let verdict = if committed.is_some() && own_interval && replayed {
+            "reconciled"
+        } else if committed.is_some() && is_later_duplicate {
+            "duplicate"
+        } else if committed.is_some() {
+            "committed"
+        } else if created.is_some() && is_later_duplicate {
+            "duplicate"
+        } else if created.is_some() {
+            "lost-response"
+        } else if rows.intent && !rows.failed && failed_state == Some(false) {
+            "intent-only"
+        } else if rows.failed || failed_state == Some(true) {
+            "failed-before-effect"
+        } else if rows.intent {
+            "intent-only"
+        } else {
+            "no-operation"
+        };
+        op_key.push(key_text);
+        external_id.push(object);
+        verdicts.push(verdict);
+    }
 
-    let object = coalesce(&[col("committed_id"), col("created_id")]);
-    // A duplicate: a live object of the interval already existed when this one was created.
-    let created_at = coalesce(&[col("committed_created"), col("created_created")]);
-    let is_later_duplicate = col("first_live_id")
-        .is_not_null()
-        .and(col("first_live_id").neq(object.clone()))
-        .and(col("first_live_created").lt(created_at));
-    let failed = col("state").is_in(
-        lit(Series::new(
-            "failed".into(),
-            ["failed", "up_for_retry", "upstream_failed"],
-        ))
-        .implode(false),
-        false,
-    );
-    // An object of another interval (a key collision, K003) is not this interval's replay.
-    let own_interval = col("committed_interval")
-        .is_null()
-        .or(col("committed_interval").eq(col("iv_start")));
-    let verdict = when(
-        col("committed_id").is_not_null().and(own_interval).and(
-            col("has_reconciled")
-                .fill_null(lit(false))
-                .or(col("committed_created").lt_eq(col("earlier_tries_ended"))),
-        ),
-    )
-    .then(lit("reconciled"))
-    .when(
-        col("committed_id")
-            .is_not_null()
-            .and(is_later_duplicate.clone()),
-    )
-    .then(lit("duplicate"))
-    .when(col("committed_id").is_not_null())
-    .then(lit("committed"))
-    .when(col("created_id").is_not_null().and(is_later_duplicate))
-    .then(lit("duplicate"))
-    .when(col("created_id").is_not_null())
-    .then(lit("lost-response"))
-    .when(
-        col("has_intent")
-            .fill_null(lit(false))
-            .and(col("has_failed").fill_null(lit(false)).not())
-            .and(failed.clone().not()),
-    )
-    .then(lit("intent-only"))
-    .when(col("has_failed").fill_null(lit(false)).or(failed))
-    .then(lit("failed-before-effect"))
-    .when(col("has_intent").fill_null(lit(false)))
-    .then(lit("intent-only"))
-    .otherwise(lit("no-operation"));
-
-    tries
-        .join(created, on.clone(), on, JoinArgs::new(JoinType::Left))
-        .join(
-            first_live,
-            group.clone(),
-            group,
-            JoinArgs::new(JoinType::Left),
-        )
+    crate::timing::phase("verdicts:tries", t);
+    let mut out = tries
         .select([
-            col("dag_id"),
-            col("task_id"),
-            col("map_index"),
-            col("run_id"),
-            col("try_number"),
-            col("operation"),
-            col("interval"),
-            col("basis"),
-            col("state"),
-            col("start_date"),
-            col("end_date"),
-            col("hostname"),
-            col("pid"),
-            col("op_key"),
-            object.alias("external_id"),
-            verdict.alias("verdict"),
+            "dag_id",
+            "task_id",
+            "map_index",
+            "run_id",
+            "try_number",
+            "operation",
+            "interval",
+            "basis",
+            "state",
+            "start_date",
+            "end_date",
+            "hostname",
+            "pid",
         ])
-        .run("computing verdicts")
+        .engine("computing verdicts")?;
+    out.hstack_mut(&[
+        StringChunked::from_iter_options("op_key".into(), op_key.into_iter()).into_column(),
+        StringChunked::from_iter_options("external_id".into(), external_id.into_iter())
+            .into_column(),
+        StringChunked::from_iter_values("verdict".into(), verdicts.into_iter()).into_column(),
+    ])
+    .engine("computing verdicts")?;
+    Ok(out)
 }
 
-/// Adds `earlier_tries_ended`: when the earlier tries of the try's operation interval had ended
-/// (the latest end among the interval's tries that started before it; ties in start go by try
-/// number, then run id). An object created by then was not created by this try. (Not "before
-/// this try started": providers often round creation times to the second, which would make
-/// every object look older.)
-///
-/// Computed here rather than as a polars window over four key columns, which took seconds at a
-/// million tries.
-fn earlier_tries_ended(prepared: &DataFrame) -> Result<Column> {
-    let text = |name: &str| crate::cells::text_column(prepared, name);
-    let int = |name: &str| crate::cells::int_column(prepared, name);
-    let (operation, run_id) = (text("operation")?, text("run_id")?);
-    let (map_index, try_number) = (int("map_index")?, int("try_number")?);
-    let (iv_start, iv_end) = (int("iv_start")?, int("iv_end")?);
-    let (start, end) = (int("start_date")?, int("end_date")?);
+/// What a try's journal rows say, in the order they were recorded (NULL times first, then
+/// the order read).
+#[derive(Clone, Copy, Default)]
+struct TryRows {
+    /// Its first row.
+    first: Option<u32>,
+    /// Its first committed or reconciled row that names an object.
+    committed: Option<u32>,
+    intent: bool,
+    failed: bool,
+    reconciled: bool,
+}
 
-    let mut groups: PlHashMap<_, u32> = PlHashMap::with_capacity(prepared.height());
-    // (interval group, start, try number, run id, row): the order tries follow in a group.
-    type Place<'a> = (u32, Option<i64>, Option<i64>, Option<&'a str>, usize);
-    let mut order: Vec<Place<'_>> = Vec::with_capacity(prepared.height());
-    let interval = operation
-        .iter()
-        .zip(map_index.iter())
-        .zip(iv_start.iter().zip(iv_end.iter()));
-    let when = start.iter().zip(try_number.iter()).zip(run_id.iter());
-    for (row, (interval, ((start, number), run))) in interval.zip(when).enumerate() {
-        let next = groups.len() as u32;
-        let group = *groups.entry(interval).or_insert(next);
-        order.push((group, start, number, run, row));
-    }
-    order.sort_unstable();
-    let end: Vec<Option<i64>> = end.iter().collect();
-    let mut ended: Vec<Option<i64>> = vec![None; prepared.height()];
-    let mut latest: Option<i64> = None;
-    for (position, &(group, .., row)) in order.iter().enumerate() {
-        if position == 0 || order[position - 1].0 != group {
-            latest = None;
+struct Journal {
+    of_try: Vec<TryRows>,
+    keys: StringChunked,
+    key_ids: UInt32Chunked,
+    ids: UInt32Chunked,
+    external_id: StringChunked,
+}
+
+impl Journal {
+    fn of(prepared: &Prepared) -> Result<Journal> {
+        let frame = &prepared.journal;
+        let text = |name: &str| crate::cells::text_column(frame, name);
+        let number = |name: &str| -> Result<UInt32Chunked> {
+            Ok(frame
+                .column(name)
+                .engine(name)?
+                .u32()
+                .engine(name)?
+                .rechunk()
+                .into_owned())
+        };
+        let phases = text("phase")?;
+        let recorded = crate::cells::int_column(frame, "recorded_at")?
+            .rechunk()
+            .into_owned();
+        let external_id = text("external_id")?;
+        let try_row = frame.column("try_row").engine("try_row")?;
+        let try_row = try_row.idx().engine("try_row")?;
+        let mut of_try = vec![TryRows::default(); prepared.tries.height()];
+        let earlier =
+            |a: u32, b: u32| (recorded.get(a as usize), a) < (recorded.get(b as usize), b);
+        for (row, (try_row, phase)) in try_row.iter().zip(phases.iter()).enumerate() {
+            let Some(try_row) = try_row else { continue };
+            let row = row as u32;
+            let rows = &mut of_try[try_row as usize];
+            if rows.first.is_none_or(|first| earlier(row, first)) {
+                rows.first = Some(row);
+            }
+            match phase {
+                Some("intent") => rows.intent = true,
+                Some("failed") => rows.failed = true,
+                Some("reconciled") => rows.reconciled = true,
+                _ => {}
+            }
+            if matches!(phase, Some("committed" | "reconciled"))
+                && external_id.get(row as usize).is_some()
+                && rows.committed.is_none_or(|first| earlier(row, first))
+            {
+                rows.committed = Some(row);
+            }
         }
-        ended[row] = latest;
-        latest = latest.max(end[row]);
+        Ok(Journal {
+            of_try,
+            keys: text("op_key")?,
+            key_ids: number("key_id")?,
+            ids: number("xid")?,
+            external_id,
+        })
     }
-    Series::new("earlier_tries_ended".into(), ended)
-        .cast(&crate::model::utc())
-        .map(Column::from)
-        .engine("earlier_tries_ended")
+
+    fn key(&self, row: u32) -> (Option<&str>, u32) {
+        let row = row as usize;
+        (self.keys.get(row), self.key_ids.get(row).unwrap_or(NONE))
+    }
+
+    /// The row of the object a journal row names, if the provider lists it.
+    fn object(&self, row: u32, objects: &Objects) -> Option<u32> {
+        let id = self.ids.get(row as usize)?;
+        objects
+            .by_id
+            .get(id as usize)
+            .copied()
+            .filter(|&o| o != NONE)
+    }
+}
+
+struct Objects {
+    ids: StringChunked,
+    created: Int64Chunked,
+    iv_start: Int64Chunked,
+    /// The object row of each object id.
+    by_id: Vec<u32>,
+    /// The object rows of each key.
+    by_key: crate::prepare::Grouped,
+    frame: DataFrame,
+}
+
+impl Objects {
+    fn of(prepared: &Prepared) -> Result<Objects> {
+        let frame = prepared.objects.clone();
+        let number = |name: &str| -> Result<UInt32Chunked> {
+            Ok(frame.column(name).engine(name)?.u32().engine(name)?.clone())
+        };
+        let mut by_id = vec![NONE; prepared.id_count];
+        for (row, id) in number("xid")?.iter().enumerate() {
+            if let Some(id) = id
+                && by_id[id as usize] == NONE
+            {
+                by_id[id as usize] = row as u32;
+            }
+        }
+        let keys = number("key_id")?;
+        let mut counts = vec![0u32; prepared.key_count + 1];
+        for key in keys.iter().flatten() {
+            counts[key as usize] += 1;
+        }
+        let by_key = crate::prepare::Grouped::new(counts, keys.iter());
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(crate::cells::int_column(&frame, name)?
+                .rechunk()
+                .into_owned())
+        };
+        Ok(Objects {
+            ids: crate::cells::text_column(&frame, "external_id")?,
+            created: int("created_at")?,
+            iv_start: int("iv_start")?,
+            by_id,
+            by_key,
+            frame,
+        })
+    }
+
+    fn with_key(&self, key: u32) -> &[u32] {
+        self.by_key.of(key)
+    }
+
+    /// Objects in the order they appeared: by creation time (NULL first), then id.
+    fn order(&self, row: u32) -> (Option<i64>, Option<&str>) {
+        (self.created.get(row as usize), self.ids.get(row as usize))
+    }
+}
+
+/// The operation intervals (`OPERATION_INTERVAL`) of the tries, numbered.
+struct Intervals<'a> {
+    groups: PlHashMap<IntervalKey<'a>, u32>,
+    /// Each try's interval; None where one of its parts is NULL (it matches no object).
+    of_try: Vec<Option<u32>>,
+    /// Each try's interval, NULL parts and all, for ordering its tries.
+    ordering: Vec<u32>,
+}
+
+type IntervalKey<'a> = (Option<&'a str>, Option<i64>, Option<i64>, Option<i64>);
+
+impl<'a> Intervals<'a> {
+    fn of(tries: &'a DataFrame) -> Result<Intervals<'a>> {
+        // The map borrows the operation names from `tries`.
+        let operation: &'a StringChunked = tries
+            .column("operation")
+            .engine("operation")?
+            .str()
+            .engine("operation")?;
+        let int = |name: &str| crate::cells::int_column(tries, name);
+        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
+        let mut groups: PlHashMap<IntervalKey<'a>, u32> = PlHashMap::with_capacity(tries.height());
+        let mut ordering = Vec::with_capacity(tries.height());
+        let mut of_try = Vec::with_capacity(tries.height());
+        let keys = operation
+            .iter()
+            .zip(map_index.iter())
+            .zip(iv_start.iter().zip(iv_end.iter()))
+            .map(|((op, map), (start, end))| (op, map, start, end));
+        for key in keys {
+            let next = groups.len() as u32;
+            let group = *groups.entry(key).or_insert(next);
+            ordering.push(group);
+            let complete = key.0.is_some() && key.1.is_some() && key.2.is_some() && key.3.is_some();
+            of_try.push(complete.then_some(group));
+        }
+        Ok(Intervals {
+            groups,
+            of_try,
+            ordering,
+        })
+    }
+
+    /// Per interval, its first live object: by creation time (NULL first), then id.
+    fn first_live(&self, objects: &Objects) -> Result<Vec<Option<u32>>> {
+        let frame = &objects.frame;
+        let int = |name: &str| crate::cells::int_column(frame, name);
+        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
+        let operation = crate::cells::text_column(frame, "operation")?;
+        let live = frame
+            .column("live")
+            .engine("live")?
+            .bool()
+            .engine("live")?
+            .clone();
+        let mut first: Vec<Option<u32>> = vec![None; self.groups.len()];
+        let rows = operation
+            .iter()
+            .zip(map_index.iter())
+            .zip(iv_start.iter().zip(iv_end.iter()))
+            .zip(live.iter());
+        for (row, (((op, map), (start, end)), live)) in rows.enumerate() {
+            if live != Some(true) || [map, start, end].contains(&None) || op.is_none() {
+                continue;
+            }
+            let Some(&group) = self.groups.get(&(op, map, start, end)) else {
+                continue;
+            };
+            let slot = &mut first[group as usize];
+            let row = row as u32;
+            if slot.is_none_or(|current| objects.order(row) < objects.order(current)) {
+                *slot = Some(row);
+            }
+        }
+        Ok(first)
+    }
+
+    /// When the earlier tries of each try's operation interval had ended (the latest end among
+    /// the interval's tries that started before it; ties in start go by try number, then run
+    /// id). An object created by then was not created by this try. (Not "before this try
+    /// started": providers often round creation times to the second, which would make every
+    /// object look older.)
+    fn earlier_tries_ended(&self, tries: &DataFrame) -> Result<Vec<Option<i64>>> {
+        let int = |name: &str| crate::cells::int_column(tries, name);
+        let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
+        let run_id = crate::cells::text_column(tries, "run_id")?;
+        // (interval, start, try number, run id, row): the order tries follow in an interval.
+        type Place<'r> = (u32, Option<i64>, Option<i64>, Option<&'r str>, usize);
+        let mut order: Vec<Place<'_>> = self
+            .ordering
+            .iter()
+            .zip(start.iter().zip(try_number.iter()))
+            .zip(run_id.iter())
+            .enumerate()
+            .map(|(row, ((&group, (start, number)), run))| (group, start, number, run, row))
+            .collect();
+        order.sort_unstable();
+        let end: Vec<Option<i64>> = end.iter().collect();
+        let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
+        let mut latest: Option<i64> = None;
+        for (position, &(group, .., row)) in order.iter().enumerate() {
+            if position == 0 || order[position - 1].0 != group {
+                latest = None;
+            }
+            ended[row] = latest;
+            latest = latest.max(end[row]);
+        }
+        Ok(ended)
+    }
 }

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use crate::cells::texts;
 use crate::config::{Config, glob_match};
 use crate::error::{EngineContext, Result};
 use crate::model::{Table, utc};
@@ -144,20 +143,16 @@ fn audit_with(
     let started = std::time::Instant::now();
     let verdicts = crate::verdicts::compute(&prepared)?;
     crate::timing::phase("verdicts:compute", started);
-    let counted = verdicts
-        .clone()
-        .lazy()
-        .group_by([col("verdict")])
-        .agg([len().alias("tries")])
-        .collect()
-        .engine("counting verdicts")?;
     let mut verdict_counts = BTreeMap::new();
-    for (verdict, tries) in texts(&counted, "verdict")?
-        .into_iter()
-        .zip(crate::cells::ints(&counted, "tries")?)
+    for verdict in crate::cells::text_column(&verdicts, "verdict")?
+        .iter()
+        .flatten()
     {
-        if let (Some(verdict), Some(tries)) = (verdict, tries) {
-            verdict_counts.insert(verdict, tries as usize);
+        match verdict_counts.get_mut(verdict) {
+            Some(count) => *count += 1,
+            None => {
+                verdict_counts.insert(verdict.to_string(), 1);
+            }
         }
     }
 
@@ -171,6 +166,7 @@ fn audit_with(
             reason: "no [provider] key_ttl configured".into(),
         });
     }
+    let (runs, interval_basis) = runs_and_bases(&prepared)?;
     let sources = Table::ALL
         .iter()
         .map(|table| SourceCoverage {
@@ -191,17 +187,9 @@ fn audit_with(
         sources,
         provider_from: window.from.map(timestamp::format),
         provider_to: window.to.map(timestamp::format),
-        interval_basis: basis_counts(&prepared)?,
+        interval_basis,
         operations: config.operations.iter().map(|op| op.name.clone()).collect(),
-        runs: prepared
-            .tries
-            .clone()
-            .lazy()
-            .select([col("dag_id"), col("run_id")])
-            .unique(None, UniqueKeepStrategy::Any)
-            .collect()
-            .engine("counting runs")?
-            .height(),
+        runs,
         tries: prepared.tries.height(),
         rules_skipped,
         warnings: tables.warnings.clone(),
@@ -391,18 +379,30 @@ pub fn try_bounds(attempts: &DataFrame) -> Result<(Option<i64>, Option<i64>)> {
     Ok((first("from")?, first("to")?))
 }
 
-fn basis_counts(prepared: &Prepared) -> Result<BTreeMap<String, usize>> {
-    let runs = prepared
-        .tries()
-        .select([col("dag_id"), col("run_id"), col("basis")])
-        .unique(None, UniqueKeepStrategy::Any)
-        .collect()
-        .engine("counting interval bases")?;
+/// How many runs were audited, and how many took their interval from each basis (`unknown`
+/// for none). Every try of a run has its run's basis; a run whose tries disagree is counted
+/// under each basis they give.
+fn runs_and_bases(prepared: &Prepared) -> Result<(usize, BTreeMap<String, usize>)> {
+    let tries = &prepared.tries;
+    let text = |name: &str| crate::cells::text_column(tries, name);
+    let (dags, runs, bases) = (text("dag_id")?, text("run_id")?, text("basis")?);
+    let mut basis_of_run = polars::prelude::PlHashMap::new();
+    let mut others = std::collections::HashSet::new();
+    for ((dag, run), basis) in dags.iter().zip(runs.iter()).zip(bases.iter()) {
+        let first = *basis_of_run.entry((dag, run)).or_insert(basis);
+        if first != basis {
+            others.insert((dag, run, basis));
+        }
+    }
     let mut counts = BTreeMap::new();
-    for basis in texts(&runs, "basis")? {
+    for basis in basis_of_run
+        .values()
+        .copied()
+        .chain(others.iter().map(|(.., basis)| *basis))
+    {
         *counts
-            .entry(basis.unwrap_or_else(|| "unknown".into()))
+            .entry(basis.unwrap_or("unknown").to_string())
             .or_insert(0) += 1;
     }
-    Ok(counts)
+    Ok((basis_of_run.len(), counts))
 }

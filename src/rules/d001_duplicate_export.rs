@@ -36,7 +36,7 @@ fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(
             col("external_id")
                 .len()
-                .over([col("key")])
+                .over([col("key_id")])
                 .engine("window")?
                 .gt(lit(1u32)),
         )

@@ -34,15 +34,15 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
     let intents = prepared
         .journal()
         .filter(col("phase").eq(lit("intent")))
-        .select([col("op_key").alias("key")])
+        .select([col("key_id")])
         .unique(None, UniqueKeepStrategy::Any);
     let lost = prepared
         .objects()
         .filter(col("live").and(col("committed").not()))
         .join(
             intents,
-            [col("key")],
-            [col("key")],
+            [col("key_id")],
+            [col("key_id")],
             JoinArgs::new(JoinType::Semi),
         )
         .sort(["key", "created_at", "external_id"], Default::default())
@@ -53,10 +53,10 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         .join(
             lost.clone()
                 .lazy()
-                .select([col("key")])
+                .select([col("key_id")])
                 .unique(None, UniqueKeepStrategy::Any),
-            [col("op_key")],
-            [col("key")],
+            [col("key_id")],
+            [col("key_id")],
             JoinArgs::new(JoinType::Semi),
         )
         .sort(["op_key", "recorded_at", "try_number"], Default::default())

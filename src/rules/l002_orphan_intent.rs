@@ -29,12 +29,12 @@ impl_rule!(OrphanIntent, check);
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     let object_keys = prepared
         .objects()
-        .filter(col("key").is_not_null())
-        .select([col("key")])
+        .filter(col("key_id").is_not_null())
+        .select([col("key_id")])
         .unique(None, UniqueKeepStrategy::Any);
     let orphans = prepared
         .journal()
-        .group_by([col("op_key")])
+        .group_by([col("key_id")])
         .agg([
             col("phase").eq(lit("intent")).any(true).alias("intent"),
             crate::model::is_done(col("phase")).any(true).alias("done"),
@@ -46,19 +46,19 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(col("intent").and(col("done").not()))
         .join(
             object_keys,
-            [col("op_key")],
-            [col("key")],
+            [col("key_id")],
+            [col("key_id")],
             JoinArgs::new(JoinType::Anti),
         )
         .with_column(col("first_intent").alias("recorded_at"))
         .filter(prepared.window.contains())
-        .select([col("op_key")]);
+        .select([col("key_id")]);
     let rows = prepared
         .journal()
         .join(
             orphans,
-            [col("op_key")],
-            [col("op_key")],
+            [col("key_id")],
+            [col("key_id")],
             JoinArgs::new(JoinType::Semi),
         )
         .sort(["op_key", "recorded_at", "try_number"], Default::default())

@@ -29,27 +29,24 @@ declare_rule! {
 impl_rule!(MissingExport, check);
 
 fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let live = prepared
-        .objects()
-        .filter(col("live"))
-        .select([col("external_id")]);
+    let live = prepared.objects().filter(col("live")).select([col("xid")]);
     let statuses = prepared
         .objects()
-        .select([col("external_id"), col("status").alias("provider_status")]);
+        .select([col("xid"), col("status").alias("provider_status")]);
     let missing = prepared
         .journal()
         .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
         .filter(prepared.window.contains())
         .join(
             live,
-            [col("external_id")],
-            [col("external_id")],
+            [col("xid")],
+            [col("xid")],
             JoinArgs::new(JoinType::Anti),
         )
         .join(
             statuses,
-            [col("external_id")],
-            [col("external_id")],
+            [col("xid")],
+            [col("xid")],
             JoinArgs::new(JoinType::Left),
         )
         .sort(["external_id", "recorded_at"], Default::default())

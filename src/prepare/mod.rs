@@ -18,6 +18,14 @@ use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
 use crate::timing::Run;
 
+mod objects;
+
+pub use objects::{Grouped, NONE};
+
+/// Providers often give creation times in whole seconds: an object stamped up to this many
+/// microseconds before a try's intent or start may still be that try's.
+pub const ROUNDING: i64 = 1_000_000;
+
 pub const BASIS_DATA_INTERVAL: &str = "data_interval";
 pub const BASIS_LOGICAL_DATE: &str = "logical_date";
 pub const BASIS_RUN_AFTER: &str = "run_after";
@@ -55,12 +63,18 @@ impl ProviderWindow {
 }
 
 /// The joined frames, collected once and shared by every rule.
+///
+/// `key_id` (in all three) and `xid` (in `journal` and `objects`) number the keys and the object
+/// ids densely from 0, the same string having the same number in every frame: joins and
+/// group-bys on them are on integers, and `key_count`/`id_count` bound them.
 pub struct Prepared {
     pub tries: DataFrame,
     pub journal: DataFrame,
     pub objects: DataFrame,
     pub key_ttl: Option<i64>,
     pub window: ProviderWindow,
+    pub key_count: usize,
+    pub id_count: usize,
 }
 
 impl Prepared {
@@ -176,7 +190,28 @@ impl Prepared {
         crate::timing::phase("prepare:journal", t);
         let t = std::time::Instant::now();
 
-        let objects = attribute_objects(config, &tries, &journal, all_journal, provider)?;
+        let attributed = objects::attribute(config, &tries, &journal, all_journal, provider)?;
+        let ids = |name: &str, ids: Vec<u32>| {
+            UInt32Chunked::from_iter_options(
+                name.into(),
+                ids.into_iter()
+                    .map(|id| (id != objects::NONE).then_some(id)),
+            )
+            .into_column()
+        };
+        let interned = attributed.interned;
+        let mut tries = tries;
+        tries
+            .with_column(ids("key_id", interned.try_keys))
+            .engine("key ids")?;
+        let mut journal = journal;
+        journal
+            .hstack_mut(&[
+                ids("key_id", interned.journal_keys),
+                ids("xid", interned.journal_ids),
+            ])
+            .engine("key ids")?;
+        let objects = attributed.objects;
         crate::timing::phase("prepare:objects", t);
 
         Ok(Prepared {
@@ -185,6 +220,8 @@ impl Prepared {
             objects,
             key_ttl: config.provider.key_ttl,
             window,
+            key_count: interned.key_count,
+            id_count: interned.id_count,
         })
     }
 }
@@ -329,29 +366,26 @@ fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame>
     if names.is_empty() {
         return Ok(attempts);
     }
-    let confs = crate::cells::texts(&attempts, "conf")?;
-    let parsed: Vec<Option<serde_json::Value>> = confs
+    // One pass, each conf parsed and dropped in turn: holding every parsed conf at once took
+    // hundreds of megabytes at a million tries.
+    let confs = crate::cells::text_column(&attempts, "conf")?;
+    let mut values: Vec<StringChunkedBuilder> = names
         .iter()
-        .map(|conf| {
-            conf.as_deref()
-                .and_then(|text| serde_json::from_str(text).ok())
-        })
+        .map(|name| StringChunkedBuilder::new(conf_column(name).into(), confs.len()))
         .collect();
-    for name in names {
-        let values: Vec<Option<String>> = parsed
-            .iter()
-            .map(|conf| {
-                conf.as_ref()
-                    .and_then(|conf| conf.get(name))
-                    .and_then(|value| match value {
-                        serde_json::Value::Null => None,
-                        serde_json::Value::String(text) => Some(text.clone()),
-                        other => Some(other.to_string()),
-                    })
-            })
-            .collect();
+    for conf in confs.iter() {
+        let conf = conf.and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok());
+        for (name, column) in names.iter().zip(values.iter_mut()) {
+            match conf.as_ref().and_then(|conf| conf.get(name)) {
+                None | Some(serde_json::Value::Null) => column.append_null(),
+                Some(serde_json::Value::String(text)) => column.append_value(text),
+                Some(other) => column.append_value(other.to_string()),
+            }
+        }
+    }
+    for column in values {
         attempts
-            .with_column(Column::new(conf_column(name).into(), values))
+            .with_column(column.finish().into_column())
             .engine("extracting conf values")?;
     }
     Ok(attempts)
@@ -422,267 +456,4 @@ fn expected_key(operations: &[Operation]) -> Expr {
             },
         )
         .alias("expected_key")
-}
-
-/// The provider's key TTL for each object's operation: the operation's own, else the
-/// provider's, else NULL (unknown).
-fn key_ttl(config: &Config) -> Expr {
-    let default = match config.provider.key_ttl {
-        Some(ttl) => lit(ttl),
-        None => lit(NULL).cast(DataType::Int64),
-    };
-    config
-        .operations
-        .iter()
-        .rev()
-        .filter_map(|op| op.key_ttl.map(|ttl| (op, ttl)))
-        .fold(default, |otherwise, (op, ttl)| {
-            when(col("operation").eq(lit(op.name.clone())))
-                .then(lit(ttl))
-                .otherwise(otherwise)
-        })
-        .alias("key_ttl")
-}
-
-/// Gives every provider object its key, operation and interval.
-///
-/// * `live`: its status is not one of the configured void statuses (case-insensitive);
-/// * `key`: the key the provider echoes, else the key of the journal row that names its id;
-/// * operation and interval: those of the journal rows with that key, else of the tries whose
-///   expected key it is (a key used in several intervals takes the earliest: K003 reports it);
-/// * `named`: a journal row names its id; `committed`: a committed or reconciled row does;
-///   `key_journaled`: its key appears in the journal.
-///
-/// Objects the journal ties to runs outside the audit are dropped: they are another audit's.
-fn attribute_objects(
-    config: &Config,
-    tries: &DataFrame,
-    journal: &DataFrame,
-    all_journal: &DataFrame,
-    provider: &DataFrame,
-) -> Result<DataFrame> {
-    let void: Vec<String> = config
-        .provider
-        .void_statuses
-        .iter()
-        .map(|s| s.to_lowercase())
-        .collect();
-    let void = Series::new("void".into(), void);
-    let journal_frame = journal;
-    let all_journal = all_journal.clone().lazy();
-
-    let named = all_journal
-        .clone()
-        .filter(col("external_id").is_not_null())
-        .group_by([col("external_id")])
-        .agg([
-            col("op_key").min().alias("named_key"),
-            crate::model::is_done(col("phase"))
-                .any(true)
-                .alias("committed"),
-        ])
-        .with_column(lit(true).alias("named"));
-
-    // A journal row whose key is its own try's expected key says nothing the try's row does
-    // not (same operation, DAG, map index and interval): only the others are kept, which at
-    // scale is a third of the rows to sort.
-    let try_row = journal_frame
-        .column("try_row")
-        .engine("try_row")?
-        .idx()
-        .engine("try_row")?;
-    let own_expected = tries
-        .column("expected_key")
-        .engine("expected_key")?
-        .take(try_row)
-        .engine("expected_key")?;
-    let journal_keys = journal_frame
-        .select([
-            "op_key",
-            "operation",
-            "dag_id",
-            "map_index",
-            "iv_start",
-            "iv_end",
-            "interval",
-        ])
-        .engine("journal keys")?
-        .hstack(&[own_expected.with_name("own_expected".into())])
-        .engine("journal keys")?
-        .lazy()
-        .filter(
-            col("own_expected")
-                .is_null()
-                .or(col("op_key").neq(col("own_expected"))),
-        )
-        .select(home("op_key"));
-    let expected_keys = tries
-        .clone()
-        .lazy()
-        .filter(col("expected_key").is_not_null())
-        .select(home("expected_key"));
-    let key_home = concat([journal_keys, expected_keys], UnionArgs::default())
-        .engine("collecting keys")?
-        // The earliest interval first; ties between operations broken by name, so the order
-        // the rows were read in never decides.
-        .sort(
-            ["iv_start", "operation", "map_index", "iv_end", "dag_id"],
-            SortMultipleOptions::default()
-                .with_nulls_last(true)
-                .with_maintain_order(true),
-        )
-        .group_by([col("key")])
-        .agg([
-            col("operation").first(),
-            col("dag_id").first(),
-            col("map_index").first(),
-            col("iv_start").first(),
-            col("iv_end").first(),
-            col("interval").first(),
-        ]);
-    let journaled = all_journal
-        .clone()
-        .select([col("op_key").alias("key")])
-        .unique(None, UniqueKeepStrategy::Any)
-        .with_column(lit(true).alias("key_journaled"));
-
-    // `raw` is kept in snapshots as evidence; no rule reads it, and carrying the provider's
-    // JSON through every join and sort cost most of the memory at a million objects.
-    let objects = provider
-        .clone()
-        .lazy()
-        .drop(cols(["raw"]))
-        .rename(
-            ["interval_start", "interval_end"],
-            ["provider_interval_start", "provider_interval_end"],
-            true,
-        )
-        .with_column(
-            col("status")
-                .str()
-                .to_lowercase()
-                .is_in(lit(void).implode(false), false)
-                .not()
-                .alias("live"),
-        )
-        .join(
-            named,
-            [col("external_id")],
-            [col("external_id")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .with_columns([
-            coalesce(&[col("op_key"), col("named_key")]).alias("key"),
-            col("named").fill_null(lit(false)),
-            col("committed").fill_null(lit(false)),
-        ])
-        .join(
-            key_home,
-            [col("key")],
-            [col("key")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .join(
-            journaled,
-            [col("key")],
-            [col("key")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .with_column(col("key_journaled").fill_null(lit(false)))
-        .filter(
-            col("operation")
-                .is_not_null()
-                .or(col("named").not().and(col("key_journaled").not())),
-        )
-        .with_column(key_ttl(config))
-        .drop(cols(["named_key"]))
-        .run("attributing provider objects")?;
-    with_creators(objects, all_journal)
-}
-
-/// A key (from the column `key`) with the operation interval it belongs to.
-fn home(key: &str) -> [Expr; 7] {
-    [
-        col(key).alias("key"),
-        col("operation"),
-        col("dag_id"),
-        col("map_index"),
-        col("iv_start"),
-        col("iv_end"),
-        col("interval"),
-    ]
-}
-
-/// The try that created each object: the last try that wrote an intent under the object's key
-/// before the object appeared (one second of slack for providers that round to the second),
-/// else the try whose committed row names it. `by_run_id`, `by_try_number`, `by_map_index`
-/// are NULL where neither is known.
-fn with_creators(objects: DataFrame, all_journal: LazyFrame) -> Result<DataFrame> {
-    let objects = objects.lazy();
-    let by_intent = objects
-        .clone()
-        .select([col("external_id"), col("key"), col("created_at")])
-        .join(
-            all_journal
-                .clone()
-                .filter(col("phase").eq(lit("intent")))
-                .select([
-                    col("op_key").alias("key"),
-                    col("run_id"),
-                    col("try_number"),
-                    col("map_index"),
-                    col("recorded_at"),
-                ]),
-            [col("key")],
-            [col("key")],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .filter(
-            col("recorded_at")
-                .cast(DataType::Int64)
-                .lt_eq(col("created_at").cast(DataType::Int64) + lit(1_000_000i64)),
-        )
-        .sort(["recorded_at", "try_number"], Default::default())
-        .group_by([col("external_id")])
-        .agg([
-            col("run_id").last().alias("intent_run_id"),
-            col("try_number").last().alias("intent_try_number"),
-            col("map_index").last().alias("intent_map_index"),
-        ]);
-    let by_commit = all_journal
-        .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
-        .sort(["recorded_at", "try_number"], Default::default())
-        .group_by([col("external_id")])
-        .agg([
-            col("run_id").first().alias("commit_run_id"),
-            col("try_number").first().alias("commit_try_number"),
-            col("map_index").first().alias("commit_map_index"),
-        ]);
-    objects
-        .join(
-            by_intent,
-            [col("external_id")],
-            [col("external_id")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .join(
-            by_commit,
-            [col("external_id")],
-            [col("external_id")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .with_columns([
-            coalesce(&[col("intent_run_id"), col("commit_run_id")]).alias("by_run_id"),
-            coalesce(&[col("intent_try_number"), col("commit_try_number")]).alias("by_try_number"),
-            coalesce(&[col("intent_map_index"), col("commit_map_index")]).alias("by_map_index"),
-        ])
-        .drop(cols([
-            "intent_run_id",
-            "intent_try_number",
-            "intent_map_index",
-            "commit_run_id",
-            "commit_try_number",
-            "commit_map_index",
-        ]))
-        .run("finding which try created each object")
 }

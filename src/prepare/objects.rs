@@ -1,0 +1,596 @@
+//! Attributing provider objects: each object's key, operation, interval and creating try.
+//!
+//! At a million intervals this is a dozen joins and group-bys on long text keys (`op_key`,
+//! `external_id`). Done as polars queries they took four seconds, most of it hashing the same
+//! strings again in every step. Here each key and each id is hashed once, into a dense integer
+//! ([`Ids`]), and every later step is an array lookup by that integer.
+
+use polars::prelude::*;
+
+use crate::config::Config;
+use crate::error::{EngineContext, Result};
+
+/// The id of a NULL string.
+pub const NONE: u32 = u32::MAX;
+
+/// Dense ids for strings: equal strings get equal ids, counted from 0 in first-seen order.
+struct Ids<'a> {
+    map: PlHashMap<&'a str, u32>,
+}
+
+impl<'a> Ids<'a> {
+    fn new() -> Ids<'a> {
+        Ids {
+            map: PlHashMap::default(),
+        }
+    }
+
+    /// The id of each cell, giving new strings new ids.
+    fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
+        self.map.reserve(column.len());
+        column
+            .iter()
+            .map(|text| match text {
+                Some(text) => {
+                    let next = self.map.len() as u32;
+                    *self.map.entry(text).or_insert(next)
+                }
+                None => NONE,
+            })
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// Which key and which object id each row holds, as dense integers shared by every frame:
+/// the same key has the same `key_id` in the journal, the tries and the objects.
+pub struct Interned {
+    pub journal_keys: Vec<u32>,
+    pub journal_ids: Vec<u32>,
+    pub try_keys: Vec<u32>,
+    /// How many distinct keys and object ids there are: every id is below its count.
+    pub key_count: usize,
+    pub id_count: usize,
+}
+
+/// The result of [`attribute`]: the objects frame and the ids of the rows of the other frames.
+pub struct Attributed {
+    pub objects: DataFrame,
+    pub interned: Interned,
+}
+
+fn is_done(phase: Option<&str>) -> bool {
+    matches!(phase, Some("committed" | "reconciled"))
+}
+
+/// NULLs last, as the sorts this replaces put them.
+fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
+    (value.is_none(), value)
+}
+
+/// Gives every provider object its key, operation and interval (see `Prepared::build`):
+///
+/// * `live`: its status is not one of the configured void statuses (case-insensitive);
+/// * `key`: the key the provider echoes, else the smallest key among the journal rows that
+///   name its id;
+/// * operation and interval: those of the journal rows with that key, else of the tries whose
+///   expected key it is; a key used in several intervals takes the earliest (K003 reports it),
+///   ties broken by operation, map index, interval end and DAG, then by the order read;
+/// * `named`: a journal row names its id; `committed`: a committed or reconciled row does;
+///   `key_journaled`: its key appears in the journal;
+/// * `by_run_id`, `by_try_number`, `by_map_index`: the try that created it (`creators`).
+///
+/// Objects the journal ties to runs outside the audit are dropped: they are another audit's.
+pub fn attribute(
+    config: &Config,
+    tries: &DataFrame,
+    journal: &DataFrame,
+    all_journal: &DataFrame,
+    provider: &DataFrame,
+) -> Result<Attributed> {
+    let text = crate::cells::text_column;
+    let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
+        Ok(crate::cells::int_column(frame, name)?
+            .rechunk()
+            .into_owned())
+    };
+    let all_keys = text(all_journal, "op_key")?;
+    let all_ids = text(all_journal, "external_id")?;
+    let journal_keys = text(journal, "op_key")?;
+    let object_keys = text(provider, "op_key")?;
+    let object_ids = text(provider, "external_id")?;
+    let try_keys = text(tries, "expected_key")?;
+    // The audited journal is the whole journal unless --dag or a window cut it down; a filter
+    // that keeps every row keeps them in order.
+    let whole_journal = journal.height() == all_journal.height();
+    let t = std::time::Instant::now();
+
+    let ((keys, key_count), (ids, id_map)) = std::thread::scope(|threads| {
+        let ids = threads.spawn(|| {
+            let mut ids = Ids::new();
+            let journal = ids.add(&all_ids);
+            let objects = ids.add(&object_ids);
+            ((journal, objects), ids)
+        });
+        let mut keys = Ids::new();
+        let all = keys.add(&all_keys);
+        let objects = keys.add(&object_keys);
+        let tries = keys.add(&try_keys);
+        let journal = if whole_journal {
+            all.clone()
+        } else {
+            keys.add(&journal_keys)
+        };
+        let count = keys.len();
+        (
+            ((all, objects, tries, journal), count),
+            ids.join().expect("the interning thread does not panic"),
+        )
+    });
+    let (all_key, object_key, try_key, journal_key) = keys;
+    let (all_id, object_id) = ids;
+    let id_count = id_map.len();
+
+    crate::timing::phase("prepare:objects:intern", t);
+    let t = std::time::Instant::now();
+    let phases = text(all_journal, "phase")?;
+    let recorded = int(all_journal, "recorded_at")?;
+    let try_numbers = int(all_journal, "try_number")?;
+
+    // Per object id: the smallest key of the rows naming it, and whether one is committed.
+    let mut named_key: Vec<Option<(&str, u32)>> = vec![None; id_count];
+    let mut named = vec![false; id_count];
+    let mut committed = vec![false; id_count];
+    // Per key: whether the journal has it, and its intents (as lists of rows, `intents`).
+    let mut journaled = vec![false; key_count];
+    let mut intent_count = vec![0u32; key_count + 1];
+    // Per object id: the first committed row by (recorded_at, try_number), NULLs first.
+    let mut first_commit: Vec<u32> = vec![NONE; id_count];
+    for (row, ((key_text, phase), (&key, &id))) in all_keys
+        .iter()
+        .zip(phases.iter())
+        .zip(all_key.iter().zip(&all_id))
+        .enumerate()
+    {
+        if key != NONE {
+            journaled[key as usize] = true;
+            if phase == Some("intent") {
+                intent_count[key as usize] += 1;
+            }
+        }
+        if id == NONE {
+            continue;
+        }
+        let id = id as usize;
+        named[id] = true;
+        if let Some(text) = key_text
+            && named_key[id].is_none_or(|(least, _)| text < least)
+        {
+            named_key[id] = Some((text, key));
+        }
+        if is_done(phase) {
+            committed[id] = true;
+            let order = |row: usize| (recorded.get(row), try_numbers.get(row), row);
+            if first_commit[id] == NONE || order(row) < order(first_commit[id] as usize) {
+                first_commit[id] = row as u32;
+            }
+        }
+    }
+    let intents = Grouped::new(
+        intent_count,
+        all_key.iter().zip(phases.iter()).map(|(&key, phase)| {
+            (phase == Some("intent"))
+                .then_some(key)
+                .filter(|&k| k != NONE)
+        }),
+    );
+
+    crate::timing::phase("prepare:objects:journal", t);
+    let t = std::time::Instant::now();
+    let homes = Homes::new(journal, tries)?;
+    let home = homes.best(key_count, &journal_key, &try_key)?;
+    crate::timing::phase("prepare:objects:homes", t);
+    let t = std::time::Instant::now();
+
+    let keep_status = Live::new(config);
+    let statuses = text(provider, "status")?;
+    let created = int(provider, "created_at")?;
+    let ttl = |operation: Option<&str>| {
+        operation
+            .and_then(|name| config.operations.iter().find(|op| op.name == name))
+            .and_then(|op| op.key_ttl)
+            .or(config.provider.key_ttl)
+    };
+
+    let mut keep = Vec::with_capacity(provider.height());
+    let mut out = ObjectColumns::with_capacity(provider.height());
+    for (row, ((&key, &id), (object_key_text, status))) in object_key
+        .iter()
+        .zip(&object_id)
+        .zip(object_keys.iter().zip(statuses.iter()))
+        .enumerate()
+    {
+        let (is_named, is_committed, by_name) = match id {
+            NONE => (false, false, None),
+            id => (
+                named[id as usize],
+                committed[id as usize],
+                named_key[id as usize],
+            ),
+        };
+        let (key_text, key) = match object_key_text {
+            Some(text) => (Some(text), key),
+            None => match by_name {
+                Some((text, key)) => (Some(text), key),
+                None => (None, NONE),
+            },
+        };
+        let (home_row, is_journaled) = match key {
+            NONE => (None, false),
+            key => (home[key as usize], journaled[key as usize]),
+        };
+        let operation = home_row.and_then(|home| homes.operation(home));
+        if operation.is_none() && (is_named || is_journaled) {
+            keep.push(false);
+            continue;
+        }
+        keep.push(true);
+        // The creator: the last intent under the key recorded by the time the object appeared
+        // (one second of slack for providers that round to the second), else the first
+        // committed row that names it.
+        let intent = match (key, created.get(row)) {
+            (NONE, _) | (_, None) => None,
+            (key, Some(created)) => intents
+                .of(key)
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    recorded
+                        .get(r as usize)
+                        .is_some_and(|at| at <= created + super::ROUNDING)
+                })
+                .max_by_key(|&r| (recorded.get(r as usize), try_numbers.get(r as usize), r)),
+        };
+        let commit = match id {
+            NONE => None,
+            id => Some(first_commit[id as usize]).filter(|&r| r != NONE),
+        };
+        out.live.push(status.map(|status| keep_status.live(status)));
+        out.named.push(is_named);
+        out.committed.push(is_committed);
+        out.key.push(key_text);
+        out.key_id.push((key != NONE).then_some(key));
+        out.id.push((id != NONE).then_some(id));
+        out.home.push(home_row);
+        out.key_journaled.push(is_journaled);
+        out.key_ttl.push(ttl(operation));
+        out.intent.push(intent);
+        out.commit.push(commit);
+    }
+
+    crate::timing::phase("prepare:objects:attribute", t);
+    let t = std::time::Instant::now();
+    let keep = BooleanChunked::from_slice("keep".into(), &keep);
+    let mut objects = provider
+        .drop("raw")
+        .unwrap_or_else(|_| provider.clone())
+        .filter(&keep)
+        .engine("attributing provider objects")?;
+    objects
+        .rename("interval_start", "provider_interval_start".into())
+        .engine("attributing provider objects")?;
+    objects
+        .rename("interval_end", "provider_interval_end".into())
+        .engine("attributing provider objects")?;
+    let mut columns = out.columns(&homes)?;
+    columns.extend(creators(&out, all_journal)?);
+    objects
+        .hstack_mut(&columns)
+        .engine("attributing provider objects")?;
+
+    crate::timing::phase("prepare:objects:frame", t);
+    let journal_ids = if whole_journal {
+        all_id
+    } else {
+        // Every id of the audited journal is one of the whole journal's.
+        text(journal, "external_id")?
+            .iter()
+            .map(|text| {
+                text.and_then(|text| id_map.map.get(text).copied())
+                    .unwrap_or(NONE)
+            })
+            .collect()
+    };
+    Ok(Attributed {
+        objects,
+        interned: Interned {
+            journal_keys: journal_key,
+            journal_ids,
+            try_keys: try_key,
+            key_count,
+            id_count,
+        },
+    })
+}
+
+/// Rows grouped by an integer: `of(g)` lists the rows of group `g` in row order.
+pub struct Grouped {
+    starts: Vec<u32>,
+    rows: Vec<u32>,
+}
+
+impl Grouped {
+    /// `counts[g]` is the number of rows of group `g` (with one spare entry at the end);
+    /// `groups` gives each row's group, or None.
+    pub fn new(mut counts: Vec<u32>, groups: impl Iterator<Item = Option<u32>>) -> Grouped {
+        let mut total = 0;
+        for count in counts.iter_mut() {
+            let here = *count;
+            *count = total;
+            total += here;
+        }
+        let mut next = counts.clone();
+        let mut rows = vec![0; total as usize];
+        for (row, group) in groups.enumerate() {
+            if let Some(group) = group {
+                let slot = &mut next[group as usize];
+                rows[*slot as usize] = row as u32;
+                *slot += 1;
+            }
+        }
+        Grouped {
+            starts: counts,
+            rows,
+        }
+    }
+
+    pub fn of(&self, group: u32) -> &[u32] {
+        let group = group as usize;
+        &self.rows[self.starts[group] as usize..self.starts[group + 1] as usize]
+    }
+}
+
+/// Whether a status is live: not one of the configured void statuses, in any case.
+struct Live {
+    void: Vec<String>,
+}
+
+impl Live {
+    fn new(config: &Config) -> Live {
+        Live {
+            void: config
+                .provider
+                .void_statuses
+                .iter()
+                .map(|status| status.to_lowercase())
+                .collect(),
+        }
+    }
+
+    fn live(&self, status: &str) -> bool {
+        if status.is_ascii() {
+            !self
+                .void
+                .iter()
+                .any(|void| void.eq_ignore_ascii_case(status))
+        } else {
+            let status = status.to_lowercase();
+            !self.void.contains(&status)
+        }
+    }
+}
+
+/// The rows a key can take its operation interval from: the audited journal's (numbered
+/// first), then the tries' (numbered after them). The two frames are read in place, not
+/// stacked: a stacked copy took hundreds of megabytes at a million intervals.
+struct Homes<'f> {
+    journal: HomeColumns<'f>,
+    tries: HomeColumns<'f>,
+}
+
+/// The columns of one source of homes.
+struct HomeColumns<'f> {
+    frame: &'f DataFrame,
+    operation: StringChunked,
+    dag: StringChunked,
+    map: Int64Chunked,
+    start: Int64Chunked,
+    end: Int64Chunked,
+}
+
+const HOME: [&str; 6] = [
+    "operation",
+    "dag_id",
+    "map_index",
+    "iv_start",
+    "iv_end",
+    "interval",
+];
+
+/// How homes compare: the earliest interval first, NULLs last.
+type HomeOrder<'a> = (
+    (bool, Option<i64>),
+    (bool, Option<&'a str>),
+    (bool, Option<i64>),
+    (bool, Option<i64>),
+    (bool, Option<&'a str>),
+);
+
+impl<'f> HomeColumns<'f> {
+    fn of(frame: &'f DataFrame) -> Result<HomeColumns<'f>> {
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(crate::cells::int_column(frame, name)?
+                .rechunk()
+                .into_owned())
+        };
+        Ok(HomeColumns {
+            frame,
+            operation: crate::cells::text_column(frame, "operation")?,
+            dag: crate::cells::text_column(frame, "dag_id")?,
+            map: int("map_index")?,
+            start: int("iv_start")?,
+            end: int("iv_end")?,
+        })
+    }
+
+    fn order(&self, row: usize) -> HomeOrder<'_> {
+        (
+            last(self.start.get(row)),
+            last(self.operation.get(row)),
+            last(self.map.get(row)),
+            last(self.end.get(row)),
+            last(self.dag.get(row)),
+        )
+    }
+}
+
+impl<'f> Homes<'f> {
+    fn new(journal: &'f DataFrame, tries: &'f DataFrame) -> Result<Homes<'f>> {
+        Ok(Homes {
+            journal: HomeColumns::of(journal)?,
+            tries: HomeColumns::of(tries)?,
+        })
+    }
+
+    /// The source and row of a home's number.
+    fn at(&self, home: u32) -> (&HomeColumns<'f>, usize) {
+        let home = home as usize;
+        match home.checked_sub(self.journal.frame.height()) {
+            None => (&self.journal, home),
+            Some(row) => (&self.tries, row),
+        }
+    }
+
+    fn order(&self, home: u32) -> HomeOrder<'_> {
+        let (source, row) = self.at(home);
+        source.order(row)
+    }
+
+    fn operation(&self, home: u32) -> Option<&str> {
+        let (source, row) = self.at(home);
+        source.operation.get(row)
+    }
+
+    /// For each key, the number of its home: the earliest interval; ties by operation, map
+    /// index, interval end, DAG (NULLs last), then by the order of the rows.
+    ///
+    /// A journal row whose key is its own try's expected key says nothing the try's row does
+    /// not, and is passed over.
+    fn best(&self, keys: usize, journal_key: &[u32], try_key: &[u32]) -> Result<Vec<Option<u32>>> {
+        let own_try = self.journal.frame.column("try_row").engine("try_row")?;
+        let own_try = own_try.idx().engine("try_row")?;
+        let journal_candidates = journal_key.iter().zip(own_try.iter()).map(|(&key, own)| {
+            let own = own.map_or(NONE, |row| try_key[row as usize]);
+            (key != own).then_some(key)
+        });
+        let try_candidates = try_key.iter().map(|&key| Some(key));
+        let mut best: Vec<Option<u32>> = vec![None; keys];
+        for (home, key) in journal_candidates.chain(try_candidates).enumerate() {
+            let Some(key) = key.filter(|&key| key != NONE) else {
+                continue;
+            };
+            let home = home as u32;
+            let slot = &mut best[key as usize];
+            if slot.is_none_or(|current| self.order(home) < self.order(current)) {
+                *slot = Some(home);
+            }
+        }
+        Ok(best)
+    }
+
+    /// The `HOME` columns of the given homes, NULL where there is none.
+    fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
+        let rows = |journal: bool| {
+            let rows = homes.iter().map(|home| {
+                home.and_then(|home| match self.at(home) {
+                    (source, row) if std::ptr::eq(source, &self.journal) == journal => {
+                        Some(row as IdxSize)
+                    }
+                    _ => None,
+                })
+            });
+            IdxCa::from_iter_options("home".into(), rows)
+        };
+        let from_journal = homes
+            .iter()
+            .map(|home| home.is_some_and(|home| (home as usize) < self.journal.frame.height()))
+            .collect::<BooleanChunked>();
+        let journal = self.journal.frame.select(HOME).engine("key homes")?;
+        let tries = self.tries.frame.select(HOME).engine("key homes")?;
+        let journal = journal.take(&rows(true)).engine("key homes")?;
+        let tries = tries.take(&rows(false)).engine("key homes")?;
+        journal
+            .columns()
+            .iter()
+            .zip(tries.columns())
+            .map(|(journal, tries)| journal.zip_with(&from_journal, tries).engine("key homes"))
+            .collect()
+    }
+}
+
+/// The attribution of the kept objects, row by row.
+#[derive(Default)]
+struct ObjectColumns<'a> {
+    live: Vec<Option<bool>>,
+    named: Vec<bool>,
+    committed: Vec<bool>,
+    key: Vec<Option<&'a str>>,
+    key_id: Vec<Option<u32>>,
+    id: Vec<Option<u32>>,
+    home: Vec<Option<u32>>,
+    key_journaled: Vec<bool>,
+    key_ttl: Vec<Option<i64>>,
+    intent: Vec<Option<u32>>,
+    commit: Vec<Option<u32>>,
+}
+
+impl<'a> ObjectColumns<'a> {
+    fn with_capacity(rows: usize) -> ObjectColumns<'a> {
+        ObjectColumns {
+            key: Vec::with_capacity(rows),
+            ..Default::default()
+        }
+    }
+
+    fn columns(&self, homes: &Homes<'_>) -> Result<Vec<Column>> {
+        let mut columns = vec![
+            Column::new("live".into(), &self.live),
+            Column::new("named".into(), &self.named),
+            Column::new("committed".into(), &self.committed),
+            StringChunked::from_iter_options("key".into(), self.key.iter().copied()).into_column(),
+            UInt32Chunked::from_iter_options("key_id".into(), self.key_id.iter().copied())
+                .into_column(),
+            UInt32Chunked::from_iter_options("xid".into(), self.id.iter().copied()).into_column(),
+        ];
+        columns.extend(homes.take(&self.home)?);
+        columns.push(Column::new("key_journaled".into(), &self.key_journaled));
+        columns.push(Column::new("key_ttl".into(), &self.key_ttl));
+        Ok(columns)
+    }
+}
+
+/// `by_run_id`, `by_try_number`, `by_map_index`: each from the creating intent's row where it
+/// has the value, else from the first committed row's; NULL where neither is known.
+fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<Column>> {
+    [
+        ("run_id", "by_run_id"),
+        ("try_number", "by_try_number"),
+        ("map_index", "by_map_index"),
+    ]
+    .into_iter()
+    .map(|(from, name)| {
+        let column = all_journal.column(from).engine(from)?.rechunk();
+        let has = |row: u32| !column.get(row as usize).is_ok_and(|value| value.is_null());
+        let rows = objects
+            .intent
+            .iter()
+            .zip(&objects.commit)
+            .map(|(intent, commit)| intent.filter(|&row| has(row)).or(*commit));
+        let rows = IdxCa::from_iter_options(name.into(), rows);
+        Ok(column.take(&rows).engine(from)?.with_name(name.into()))
+    })
+    .collect()
+}
