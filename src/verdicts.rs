@@ -318,43 +318,94 @@ impl Objects {
     }
 }
 
-/// The operation intervals (`OPERATION_INTERVAL`) of the tries, numbered.
+/// The operation intervals (`OPERATION_INTERVAL`) of the tries, numbered. Operations are
+/// numbered first (there are few of them), so the intervals are hashed as integers.
 struct Intervals<'a> {
-    groups: PlHashMap<IntervalKey<'a>, u32>,
+    operations: Operations<'a>,
+    groups: PlHashMap<IntervalKey, u32>,
     /// Each try's interval; None where one of its parts is NULL (it matches no object).
     of_try: Vec<Option<u32>>,
     /// Each try's interval, NULL parts and all, for ordering its tries.
     ordering: Vec<u32>,
 }
 
-type IntervalKey<'a> = (Option<&'a str>, Option<i64>, Option<i64>, Option<i64>);
+/// (operation number, map index, interval start, interval end).
+type IntervalKey = (u32, Option<i64>, Option<i64>, Option<i64>);
+
+/// Operation names numbered as they are first seen; NULL is `NONE`.
+#[derive(Default)]
+struct Operations<'a> {
+    numbers: PlHashMap<&'a str, u32>,
+}
+
+impl<'a> Operations<'a> {
+    /// The number of each row's operation, names not seen yet getting new numbers.
+    fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
+        same_as_before(column, |name| {
+            let next = self.numbers.len() as u32;
+            *self.numbers.entry(name).or_insert(next)
+        })
+    }
+
+    /// The number of each row's operation; `NONE` for names not seen.
+    fn find(&self, column: &StringChunked) -> Vec<u32> {
+        same_as_before(column, |name| {
+            self.numbers.get(name).copied().unwrap_or(NONE)
+        })
+    }
+}
+
+/// `number` of each cell (`NONE` for NULL), asked once per run of equal cells.
+fn same_as_before<'c>(
+    column: &'c StringChunked,
+    mut number: impl FnMut(&'c str) -> u32,
+) -> Vec<u32> {
+    let mut previous: Option<(&str, u32)> = None;
+    column
+        .iter()
+        .map(|name| {
+            let Some(name) = name else { return NONE };
+            match previous {
+                Some((before, known)) if before == name => known,
+                _ => {
+                    let known = number(name);
+                    previous = Some((name, known));
+                    known
+                }
+            }
+        })
+        .collect()
+}
 
 impl<'a> Intervals<'a> {
     fn of(tries: &'a DataFrame) -> Result<Intervals<'a>> {
-        // The map borrows the operation names from `tries`.
+        // The numbers borrow the operation names from `tries`.
         let operation: &'a StringChunked = tries
             .column("operation")
             .engine("operation")?
             .str()
             .engine("operation")?;
+        let mut operations = Operations::default();
+        let operation = operations.add(operation);
         let int = |name: &str| crate::cells::int_column(tries, name);
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let mut groups: PlHashMap<IntervalKey<'a>, u32> = PlHashMap::with_capacity(tries.height());
+        let mut groups: PlHashMap<IntervalKey, u32> = PlHashMap::with_capacity(tries.height());
         let mut ordering = Vec::with_capacity(tries.height());
         let mut of_try = Vec::with_capacity(tries.height());
         let keys = operation
             .iter()
             .zip(map_index.iter())
             .zip(iv_start.iter().zip(iv_end.iter()))
-            .map(|((op, map), (start, end))| (op, map, start, end));
+            .map(|((&op, map), (start, end))| (op, map, start, end));
         for key in keys {
             let next = groups.len() as u32;
             let group = *groups.entry(key).or_insert(next);
             ordering.push(group);
-            let complete = key.0.is_some() && key.1.is_some() && key.2.is_some() && key.3.is_some();
+            let complete = key.0 != NONE && key.1.is_some() && key.2.is_some() && key.3.is_some();
             of_try.push(complete.then_some(group));
         }
         Ok(Intervals {
+            operations,
             groups,
             of_try,
             ordering,
@@ -367,6 +418,7 @@ impl<'a> Intervals<'a> {
         let int = |name: &str| crate::cells::int_column(frame, name);
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
         let operation = crate::cells::text_column(frame, "operation")?;
+        let operation = self.operations.find(&operation);
         let live = frame
             .column("live")
             .engine("live")?
@@ -379,8 +431,8 @@ impl<'a> Intervals<'a> {
             .zip(map_index.iter())
             .zip(iv_start.iter().zip(iv_end.iter()))
             .zip(live.iter());
-        for (row, (((op, map), (start, end)), live)) in rows.enumerate() {
-            if live != Some(true) || [map, start, end].contains(&None) || op.is_none() {
+        for (row, (((&op, map), (start, end)), live)) in rows.enumerate() {
+            if live != Some(true) || [map, start, end].contains(&None) || op == NONE {
                 continue;
             }
             let Some(&group) = self.groups.get(&(op, map, start, end)) else {
@@ -404,17 +456,22 @@ impl<'a> Intervals<'a> {
         let int = |name: &str| crate::cells::int_column(tries, name);
         let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
         let run_id = crate::cells::text_column(tries, "run_id")?;
-        // (interval, start, try number, run id, row): the order tries follow in an interval.
-        type Place<'r> = (u32, Option<i64>, Option<i64>, Option<&'r str>, usize);
-        let mut order: Vec<Place<'_>> = self
+        // (interval, start, try number, row): the order tries follow in an interval, the run
+        // id (read only on a tie) last.
+        type Place = (u32, Option<i64>, Option<i64>, u32);
+        let mut order: Vec<Place> = self
             .ordering
             .iter()
             .zip(start.iter().zip(try_number.iter()))
-            .zip(run_id.iter())
             .enumerate()
-            .map(|(row, ((&group, (start, number)), run))| (group, start, number, run, row))
+            .map(|(row, (&group, (start, number)))| (group, start, number, row as u32))
             .collect();
-        order.sort_unstable();
+        order.sort_unstable_by(|a, b| {
+            (a.0, a.1, a.2)
+                .cmp(&(b.0, b.1, b.2))
+                .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
+                .then(a.3.cmp(&b.3))
+        });
         let end: Vec<Option<i64>> = end.iter().collect();
         let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
         let mut latest: Option<i64> = None;
@@ -422,6 +479,7 @@ impl<'a> Intervals<'a> {
             if position == 0 || order[position - 1].0 != group {
                 latest = None;
             }
+            let row = row as usize;
             ended[row] = latest;
             latest = latest.max(end[row]);
         }

@@ -388,7 +388,14 @@ fn runs_and_bases(prepared: &Prepared) -> Result<(usize, BTreeMap<String, usize>
     let (dags, runs, bases) = (text("dag_id")?, text("run_id")?, text("basis")?);
     let mut basis_of_run = polars::prelude::PlHashMap::new();
     let mut others = std::collections::HashSet::new();
+    let mut previous = None;
     for ((dag, run), basis) in dags.iter().zip(runs.iter()).zip(bases.iter()) {
+        // A run's tries are often read together: the same run as the row before is not
+        // looked up again.
+        if previous == Some((dag, run, basis)) {
+            continue;
+        }
+        previous = Some((dag, run, basis));
         let first = *basis_of_run.entry((dag, run)).or_insert(basis);
         if first != basis {
             others.insert((dag, run, basis));

@@ -112,7 +112,7 @@ impl Prepared {
     ) -> Result<Prepared> {
         let t = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
-        let operations = operation_column(config, &attempts, "operation")?;
+        let operations = operation_column(config, &attempts, Unnamed::Null)?;
         let attempts_operations_missing = operations.null_count() > 0;
         attempts
             .with_column(operations)
@@ -124,9 +124,10 @@ impl Prepared {
         if attempts_operations_missing {
             tries = tries.filter(col("operation").is_not_null());
         }
-        let mut tries = tries
-            .with_columns(audit_interval())
-            .run("preparing tries")?;
+        let mut tries = tries.run("preparing tries")?;
+        tries
+            .hstack_mut(&audit_interval(&tries)?)
+            .engine("audit intervals")?;
         let mut formatted = vec![
             ("iv_start", LABEL_FORMAT.to_string()),
             ("iv_end", LABEL_FORMAT.to_string()),
@@ -155,7 +156,7 @@ impl Prepared {
 
         let mut journal = journal.clone();
         journal
-            .with_column(operation_column(config, &journal, "configured")?)
+            .with_column(operation_column(config, &journal, Unnamed::DagTask)?)
             .engine("naming operations")?;
         let journal = journal
             .lazy()
@@ -175,18 +176,6 @@ impl Prepared {
         journal
             .with_column(try_row.with_name("try_row".into()).into_column())
             .engine("journal tries")?;
-        let journal = journal
-            .lazy()
-            // Journal rows of tasks no [[operation]] names still describe operations.
-            .with_column(
-                coalesce(&[
-                    col("configured"),
-                    concat_str([col("dag_id"), col("task_id")], ".", false),
-                ])
-                .alias("operation"),
-            )
-            .drop(cols(["configured"]))
-            .run("preparing the journal")?;
         crate::timing::phase("prepare:journal", t);
         let t = std::time::Instant::now();
 
@@ -239,10 +228,23 @@ fn journal_tries(tries: &DataFrame, journal: &DataFrame) -> Result<(IdxCa, IdxCa
         }
     }
     let rows = TryKeys::of(journal)?;
+    // A try's rows are often read one after another: a row of the same try as the row before
+    // it takes that row's answer without a lookup.
     let lookup = |offset: i64, length: usize| -> Vec<Option<IdxSize>> {
+        let mut previous: Option<(TryKey<'_>, Option<IdxSize>)> = None;
         rows.slice(offset, length)
             .rows()
-            .map(|key| complete(key).and_then(|key| by_try.get(&key).copied()))
+            .map(|key| {
+                let key = complete(key)?;
+                match previous {
+                    Some((before, row)) if before == key => row,
+                    _ => {
+                        let row = by_try.get(&key).copied();
+                        previous = Some((key, row));
+                        row
+                    }
+                }
+            })
             .collect()
     };
     let half = journal.height() / 2;
@@ -333,25 +335,48 @@ impl TryKeys {
     }
 }
 
-/// The configured operation of each row's `(dag_id, task_id)`, NULL where none matches. The
-/// config's globs are matched once per distinct pair, not once per row.
-fn operation_column(config: &Config, frame: &DataFrame, name: &str) -> Result<Column> {
+/// Whether rows of tasks no `[[operation]]` names get an operation all the same.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unnamed {
+    /// NULL: the row is not an operation's (tries of other tasks are left out).
+    Null,
+    /// `dag_id.task_id`: journal rows of such tasks still describe operations.
+    DagTask,
+}
+
+/// The operation of each row's `(dag_id, task_id)`. The config's globs are matched once per
+/// distinct pair, not once per row, and a row of the same pair as the row before it is not
+/// looked up at all (a try's journal rows, and a run's tries, are often read together).
+fn operation_column(config: &Config, frame: &DataFrame, unnamed: Unnamed) -> Result<Column> {
     let dags = crate::cells::text_column(frame, "dag_id")?;
     let tasks = crate::cells::text_column(frame, "task_id")?;
-    let mut seen: std::collections::HashMap<(&str, &str), Option<&str>> = Default::default();
-    let names: StringChunked = dags
-        .iter()
-        .zip(tasks.iter())
-        .map(|pair| match pair {
-            (Some(dag), Some(task)) => *seen.entry((dag, task)).or_insert_with(|| {
-                config
-                    .operation_for(dag, task)
-                    .map(|operation| operation.name.as_str())
-            }),
-            _ => None,
-        })
-        .collect();
-    Ok(names.with_name(name.into()).into_column())
+    let mut names: Vec<Option<std::borrow::Cow<'_, str>>> = Vec::new();
+    let mut seen: PlHashMap<(&str, &str), usize> = PlHashMap::default();
+    let mut previous: Option<((&str, &str), usize)> = None;
+    let mut column = StringChunkedBuilder::new("operation".into(), frame.height());
+    for pair in dags.iter().zip(tasks.iter()) {
+        let (Some(dag), Some(task)) = pair else {
+            column.append_null();
+            continue;
+        };
+        let name = match previous {
+            Some((pair, name)) if pair == (dag, task) => name,
+            _ => {
+                let name = *seen.entry((dag, task)).or_insert_with(|| {
+                    names.push(match config.operation_for(dag, task) {
+                        Some(operation) => Some(operation.name.as_str().into()),
+                        None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}").into()),
+                        None => None,
+                    });
+                    names.len() - 1
+                });
+                previous = Some(((dag, task), name));
+                name
+            }
+        };
+        column.append_option(names[name].as_deref());
+    }
+    Ok(column.finish().into_column())
 }
 
 /// Extracts the conf values key templates read into `conf.NAME` columns.
@@ -391,30 +416,40 @@ fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame>
     Ok(attempts)
 }
 
-fn audit_interval() -> [Expr; 3] {
-    let has_length = col("interval_end").gt(col("interval_start"));
-    let has_logical = col("logical_date").is_not_null();
-    let start = when(has_length.clone())
-        .then(col("interval_start"))
-        .when(has_logical.clone())
-        .then(col("logical_date"))
-        .otherwise(col("run_after"))
-        .alias("iv_start");
-    let end = when(has_length.clone())
-        .then(col("interval_end"))
-        .when(has_logical.clone())
-        .then(col("logical_date"))
-        .otherwise(col("run_after"))
-        .alias("iv_end");
-    let basis = when(has_length)
-        .then(lit(BASIS_DATA_INTERVAL))
-        .when(has_logical)
-        .then(lit(BASIS_LOGICAL_DATE))
-        .when(col("run_after").is_not_null())
-        .then(lit(BASIS_RUN_AFTER))
-        .otherwise(lit(NULL).cast(DataType::String))
-        .alias("basis");
-    [start, end, basis]
+/// `iv_start`, `iv_end` and `basis` (SPEC §2) for each try, in one pass over the four times.
+fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
+    let int = |name: &str| crate::cells::int_column(tries, name);
+    let (interval_start, interval_end) = (int("interval_start")?, int("interval_end")?);
+    let (logical_date, run_after) = (int("logical_date")?, int("run_after")?);
+    let mut start = Vec::with_capacity(tries.height());
+    let mut end = Vec::with_capacity(tries.height());
+    let mut basis = Vec::with_capacity(tries.height());
+    let times = interval_start
+        .iter()
+        .zip(interval_end.iter())
+        .zip(logical_date.iter().zip(run_after.iter()));
+    for ((from, to), (logical, after)) in times {
+        let (from, to, why) = match (from, to, logical) {
+            (Some(from), Some(to), _) if to > from => (Some(from), Some(to), BASIS_DATA_INTERVAL),
+            (.., Some(logical)) => (Some(logical), Some(logical), BASIS_LOGICAL_DATE),
+            _ => (after, after, BASIS_RUN_AFTER),
+        };
+        start.push(from);
+        end.push(to);
+        basis.push(from.map(|_| why));
+    }
+    let time = |name: &str, values: Vec<Option<i64>>| {
+        Int64Chunked::from_iter_options(name.into(), values.into_iter())
+            .into_series()
+            .cast(&crate::model::utc())
+            .map(Column::from)
+            .engine("audit intervals")
+    };
+    Ok([
+        time("iv_start", start)?,
+        time("iv_end", end)?,
+        StringChunked::from_iter_options("basis".into(), basis.into_iter()).into_column(),
+    ])
 }
 
 const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
