@@ -156,6 +156,7 @@ fn audit_with(
         }
     }
 
+    crate::timing::phase("verdicts:counted", started);
     let mut rules_skipped = Vec::new();
     if prepared.key_ttl.is_none()
         && config.operations.iter().all(|op| op.key_ttl.is_none())
@@ -167,6 +168,7 @@ fn audit_with(
         });
     }
     let (runs, interval_basis) = runs_and_bases(&prepared)?;
+    crate::timing::phase("verdicts:runs", started);
     let sources = Table::ALL
         .iter()
         .map(|table| SourceCoverage {
@@ -386,7 +388,7 @@ fn runs_and_bases(prepared: &Prepared) -> Result<(usize, BTreeMap<String, usize>
     let tries = &prepared.tries;
     let text = |name: &str| crate::cells::text_column(tries, name);
     let (dags, runs, bases) = (text("dag_id")?, text("run_id")?, text("basis")?);
-    let mut basis_of_run = polars::prelude::PlHashMap::new();
+    let mut basis_of_run = polars::prelude::PlHashMap::with_capacity(tries.height());
     let mut others = std::collections::HashSet::new();
     let mut previous = None;
     for ((dag, run), basis) in dags.iter().zip(runs.iter()).zip(bases.iter()) {

@@ -575,6 +575,8 @@ impl<'a> ObjectColumns<'a> {
 /// `by_run_id`, `by_try_number`, `by_map_index`: each from the creating intent's row where it
 /// has the value, else from the first committed row's; NULL where neither is known.
 fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<Column>> {
+    let intent = IdxCa::from_iter_options("intent".into(), objects.intent.iter().copied());
+    let commit = IdxCa::from_iter_options("commit".into(), objects.commit.iter().copied());
     [
         ("run_id", "by_run_id"),
         ("try_number", "by_try_number"),
@@ -582,15 +584,13 @@ fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<
     ]
     .into_iter()
     .map(|(from, name)| {
-        let column = all_journal.column(from).engine(from)?.rechunk();
-        let has = |row: u32| !column.get(row as usize).is_ok_and(|value| value.is_null());
-        let rows = objects
-            .intent
-            .iter()
-            .zip(&objects.commit)
-            .map(|(intent, commit)| intent.filter(|&row| has(row)).or(*commit));
-        let rows = IdxCa::from_iter_options(name.into(), rows);
-        Ok(column.take(&rows).engine(from)?.with_name(name.into()))
+        let column = all_journal.column(from).engine(from)?;
+        let by_intent = column.take(&intent).engine(from)?;
+        let by_commit = column.take(&commit).engine(from)?;
+        Ok(by_intent
+            .zip_with(&by_intent.is_not_null(), &by_commit)
+            .engine(from)?
+            .with_name(name.into()))
     })
     .collect()
 }

@@ -26,7 +26,33 @@ declare_rule! {
 impl_rule!(KeyPayloadMismatch, check);
 
 fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let from_journal = prepared.journal().select([
+    // The keys seen with more than one payload, found on the key and hash columns alone
+    // before any row is described.
+    let payloads = |frame: LazyFrame| {
+        frame.select([col("key_id"), col("payload_hash")]).filter(
+            col("key_id")
+                .is_not_null()
+                .and(col("payload_hash").is_not_null()),
+        )
+    };
+    let mismatched_keys = concat(
+        [payloads(prepared.journal()), payloads(prepared.objects())],
+        UnionArgs::default(),
+    )
+    .engine("K002")?
+    .group_by([col("key_id")])
+    .agg([col("payload_hash").n_unique().alias("payloads")])
+    .filter(col("payloads").gt(lit(1u32)))
+    .select([col("key_id")]);
+    let of_mismatched = |frame: LazyFrame| {
+        frame.join(
+            mismatched_keys.clone(),
+            [col("key_id")],
+            [col("key_id")],
+            JoinArgs::new(JoinType::Semi),
+        )
+    };
+    let from_journal = of_mismatched(prepared.journal()).select([
         col("op_key").alias("key"),
         col("payload_hash"),
         concat_str(
@@ -44,7 +70,7 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
         col("operation"),
         col("interval"),
     ]);
-    let from_provider = prepared.objects().select([
+    let from_provider = of_mismatched(prepared.objects()).select([
         col("key"),
         col("payload_hash"),
         concat_str([lit("provider "), col("external_id")], "", false).alias("seen_by"),
@@ -58,13 +84,6 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
             col("key")
                 .is_not_null()
                 .and(col("payload_hash").is_not_null()),
-        )
-        .filter(
-            col("payload_hash")
-                .n_unique()
-                .over([col("key")])
-                .engine("window")?
-                .gt(lit(1u32)),
         )
         .unique_stable(None, UniqueKeepStrategy::First)
         .sort(["key", "payload_hash", "seen_by"], Default::default())

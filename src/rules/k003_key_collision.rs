@@ -35,13 +35,13 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(
             col("dag_id")
                 .n_unique()
-                .over([col("op_key")])
+                .over([col("key_id")])
                 .engine("window")?
                 .gt(lit(1u32))
                 .or(col("interval")
                     .drop_nulls()
                     .n_unique()
-                    .over([col("op_key")])
+                    .over([col("key_id")])
                     .engine("window")?
                     .gt(lit(1u32))),
         )

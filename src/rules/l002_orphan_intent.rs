@@ -32,16 +32,25 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(col("key_id").is_not_null())
         .select([col("key_id")])
         .unique(None, UniqueKeepStrategy::Any);
+    // The per-row flags are computed before grouping, so the group-by only takes `any` and
+    // `min` of plain columns (filtering inside an aggregation runs once per group).
+    let is_intent = col("phase").eq(lit("intent"));
     let orphans = prepared
         .journal()
+        .select([
+            col("key_id"),
+            is_intent.clone().alias("intent"),
+            crate::model::is_done(col("phase")).alias("done"),
+            when(is_intent)
+                .then(col("recorded_at"))
+                .otherwise(lit(NULL).cast(crate::model::utc()))
+                .alias("first_intent"),
+        ])
         .group_by([col("key_id")])
         .agg([
-            col("phase").eq(lit("intent")).any(true).alias("intent"),
-            crate::model::is_done(col("phase")).any(true).alias("done"),
-            col("recorded_at")
-                .filter(col("phase").eq(lit("intent")))
-                .min()
-                .alias("first_intent"),
+            col("intent").any(true),
+            col("done").any(true),
+            col("first_intent").min(),
         ])
         .filter(col("intent").and(col("done").not()))
         .join(

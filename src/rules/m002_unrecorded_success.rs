@@ -29,28 +29,31 @@ declare_rule! {
 impl_rule!(UnrecordedSuccess, check);
 
 fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let on: Vec<Expr> = TRY.iter().map(|name| col(*name)).collect();
     let at_provider = prepared
         .objects()
-        .filter(col("key").is_not_null())
-        .group_by([col("key")])
-        .agg([col("external_id")
-            .sort(Default::default())
-            .first()
-            .alias("provider_object")]);
+        .filter(col("key_id").is_not_null())
+        .group_by([col("key_id")])
+        .agg([col("external_id").min().alias("provider_object")]);
+    // A journal row's `try_row` is the row of `tries` it belongs to (prepare matched them on
+    // `TRY`): a try with no journal row is a row no journal row points at.
+    let written = prepared
+        .journal()
+        .filter(col("try_row").is_not_null())
+        .select([col("try_row")]);
     let silent = prepared
         .tries()
+        .with_row_index("try_row", None)
         .filter(col("state").eq(lit("success")))
         .join(
-            prepared.journal(),
-            on.clone(),
-            on,
+            written,
+            [col("try_row")],
+            [col("try_row")],
             JoinArgs::new(JoinType::Anti),
         )
         .join(
             at_provider,
-            [col("expected_key")],
-            [col("key")],
+            [col("key_id")],
+            [col("key_id")],
             JoinArgs::new(JoinType::Left),
         )
         .sort(TRY.to_vec(), Default::default())
