@@ -91,8 +91,7 @@ impl KeyTemplate {
             .map(|part| match part {
                 Part::Literal(text) => lit(text.clone()),
                 Part::Field(name) => col(*name).cast(DataType::String),
-                Part::Time(name, format) => col(formatted_name(time_column(name), format)),
-                Part::Conf(name) => col(conf_column(name)),
+                Part::Time(..) | Part::Conf(_) => col(column_of(part).unwrap_or_default()),
             })
             .collect();
         concat_str(pieces, "", false)
@@ -131,16 +130,19 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
     let times = frame.column(column)?.cast(&DataType::Int64)?;
     let times = times.i64()?;
     let mut texts: Vec<String> = Vec::new();
-    let mut seen: std::collections::HashMap<i64, usize> = Default::default();
+    let mut seen: polars::prelude::PlHashMap<i64, usize> = Default::default();
     let mut rows: Vec<Option<usize>> = Vec::with_capacity(times.len());
+    let mut previous: Option<(i64, usize)> = None;
     for time in times.iter() {
         let Some(time) = time else {
             rows.push(None);
             continue;
         };
-        let index = match seen.get(&time) {
-            Some(index) => *index,
-            None => {
+        let index = match (previous, seen.get(&time)) {
+            // Rows of one run (or one interval) often follow each other.
+            (Some((before, index)), _) if before == time => index,
+            (_, Some(index)) => *index,
+            (_, None) => {
                 let at = chrono::DateTime::from_timestamp_micros(time)
                     .ok_or_else(|| polars_err!(ComputeError: "{column}: {time} µs is not a time"))?
                     .naive_utc();
@@ -152,6 +154,7 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
                 texts.len() - 1
             }
         };
+        previous = Some((time, index));
         rows.push(Some(index));
     }
     let formatted: StringChunked = rows
@@ -161,6 +164,16 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
     Ok(formatted
         .with_name(formatted_name(column, format).into())
         .into_column())
+}
+
+/// The column a time or conf part is read from: the formatted time (`format_times`) or the
+/// extracted conf value; None for literals and fields.
+pub fn column_of(part: &Part) -> Option<String> {
+    match part {
+        Part::Time(name, format) => Some(formatted_name(time_column(name), format)),
+        Part::Conf(name) => Some(conf_column(name)),
+        Part::Literal(_) | Part::Field(_) => None,
+    }
 }
 
 /// Interval placeholders read the audit interval (with its fallbacks), not the raw data interval.

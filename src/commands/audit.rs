@@ -156,7 +156,6 @@ fn audit_with(
         }
     }
 
-    crate::timing::phase("verdicts:counted", started);
     let mut rules_skipped = Vec::new();
     if prepared.key_ttl.is_none()
         && config.operations.iter().all(|op| op.key_ttl.is_none())
@@ -167,8 +166,9 @@ fn audit_with(
             reason: "no [provider] key_ttl configured".into(),
         });
     }
+    let counting = std::time::Instant::now();
     let (runs, interval_basis) = runs_and_bases(&prepared)?;
-    crate::timing::phase("verdicts:runs", started);
+    crate::timing::phase("verdicts:runs", counting);
     let sources = Table::ALL
         .iter()
         .map(|table| SourceCoverage {

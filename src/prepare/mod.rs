@@ -128,6 +128,7 @@ impl Prepared {
         tries
             .hstack_mut(&audit_interval(&tries)?)
             .engine("audit intervals")?;
+        crate::timing::phase("prepare:tries:intervals", t);
         let mut formatted = vec![
             ("iv_start", LABEL_FORMAT.to_string()),
             ("iv_end", LABEL_FORMAT.to_string()),
@@ -144,13 +145,17 @@ impl Prepared {
                 .with_column(times)
                 .engine("formatting interval times")?;
         }
-        let tries = tries
-            .lazy()
-            .with_columns([interval_label(), expected_key(&config.operations)])
-            .drop(cols(formatted.iter().map(|(column, format)| {
-                crate::keys::formatted_name(column, format)
-            })))
-            .run("preparing tries")?;
+        crate::timing::phase("prepare:tries:times", t);
+        let label = interval_label(&tries)?;
+        let expected = expected_key(&config.operations, &tries)?;
+        let mut tries = tries.drop_many(
+            formatted
+                .iter()
+                .map(|(column, format)| crate::keys::formatted_name(column, format)),
+        );
+        tries
+            .hstack_mut(&[label, expected])
+            .engine("preparing tries")?;
         crate::timing::phase("prepare:tries", t);
         let t = std::time::Instant::now();
 
@@ -455,40 +460,113 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
 const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 /// The interval as people write it: `start/end`, or one instant for a point interval.
-fn interval_label() -> Expr {
-    let start = col(crate::keys::formatted_name("iv_start", LABEL_FORMAT));
-    let end = col(crate::keys::formatted_name("iv_end", LABEL_FORMAT));
-    when(col("iv_end").gt(col("iv_start")))
-        .then(concat_str([start.clone(), end], "/", false))
-        .otherwise(start)
-        .alias("interval")
-}
-
-/// Each try's key under its operation's template. Operations that share a template are
-/// evaluated together: one expression per distinct template, not one per operation.
-fn expected_key(operations: &[Operation]) -> Expr {
-    let mut templates: Vec<(&crate::keys::KeyTemplate, Vec<String>)> = Vec::new();
-    for op in operations {
-        let Some(key) = &op.key else { continue };
-        match templates
-            .iter_mut()
-            .find(|(template, _)| template.text == key.text)
-        {
-            Some((_, names)) => names.push(op.name.clone()),
-            None => templates.push((key, vec![op.name.clone()])),
+fn interval_label(tries: &DataFrame) -> Result<Column> {
+    let text = |column: &str| {
+        crate::cells::text_column(tries, &crate::keys::formatted_name(column, LABEL_FORMAT))
+    };
+    let (start_text, end_text) = (text("iv_start")?, text("iv_end")?);
+    let int = |name: &str| crate::cells::int_column(tries, name);
+    let (start, end) = (int("iv_start")?, int("iv_end")?);
+    let mut labels = StringChunkedBuilder::new("interval".into(), tries.height());
+    let mut label = String::new();
+    let rows = start_text
+        .iter()
+        .zip(end_text.iter())
+        .zip(start.iter().zip(end.iter()));
+    for ((start_text, end_text), (start, end)) in rows {
+        let has_length = matches!((start, end), (Some(start), Some(end)) if end > start);
+        match (start_text, end_text) {
+            (Some(from), Some(to)) if has_length => {
+                label.clear();
+                label.push_str(from);
+                label.push('/');
+                label.push_str(to);
+                labels.append_value(&label);
+            }
+            (Some(from), _) if !has_length => labels.append_value(from),
+            _ => labels.append_null(),
         }
     }
-    templates
-        .into_iter()
-        .rev()
-        .fold(
-            lit(NULL).cast(DataType::String),
-            |otherwise, (key, names)| {
-                let names = Series::new("operations".into(), names);
-                when(col("operation").is_in(lit(names).implode(false), false))
-                    .then(key.expr())
-                    .otherwise(otherwise)
-            },
-        )
-        .alias("expected_key")
+    Ok(labels.finish().into_column())
+}
+
+/// Each try's key under its operation's template (NULL where a placeholder is NULL), built
+/// row by row into one column: evaluated as polars expressions, the intermediate columns of
+/// every part took hundreds of megabytes at a million tries.
+fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
+    use crate::keys::Part;
+    // One entry per distinct template; each operation points at its template's entry.
+    let mut templates: Vec<&crate::keys::KeyTemplate> = Vec::new();
+    let mut of_operation: PlHashMap<&str, usize> = PlHashMap::default();
+    for op in operations {
+        let Some(key) = &op.key else { continue };
+        let index = match templates.iter().position(|t| t.text == key.text) {
+            Some(index) => index,
+            None => {
+                templates.push(key);
+                templates.len() - 1
+            }
+        };
+        of_operation.entry(op.name.as_str()).or_insert(index);
+    }
+    /// Where a part's text comes from.
+    enum Source<'t> {
+        Literal(&'t str),
+        Column(StringChunked),
+    }
+    let text_of = |name: &str| -> Result<StringChunked> {
+        let column = tries
+            .column(name)
+            .engine(name)?
+            .cast(&DataType::String)
+            .engine(name)?;
+        Ok(column.str().engine(name)?.clone())
+    };
+    let sources: Vec<Vec<Source<'_>>> = templates
+        .iter()
+        .map(|template| {
+            template
+                .parts
+                .iter()
+                .map(|part| {
+                    Ok(match part {
+                        Part::Literal(text) => Source::Literal(text),
+                        Part::Field(name) => Source::Column(text_of(name)?),
+                        Part::Time(..) | Part::Conf(_) => {
+                            let name = crate::keys::column_of(part).unwrap_or_default();
+                            Source::Column(text_of(&name)?)
+                        }
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<_>>()?;
+
+    let names = crate::cells::text_column(tries, "operation")?;
+    let mut keys = StringChunkedBuilder::new("expected_key".into(), tries.height());
+    let mut key = String::new();
+    'rows: for (row, name) in names.iter().enumerate() {
+        let Some(parts) = name
+            .and_then(|name| of_operation.get(name))
+            .map(|&index| &sources[index])
+        else {
+            keys.append_null();
+            continue;
+        };
+        key.clear();
+        for part in parts {
+            match part {
+                Source::Literal(text) => key.push_str(text),
+                Source::Column(column) => match column.get(row) {
+                    Some(text) => key.push_str(text),
+                    None => {
+                        keys.append_null();
+                        continue 'rows;
+                    }
+                },
+            }
+        }
+        keys.append_value(&key);
+    }
+    Ok(keys.finish().into_column())
 }
