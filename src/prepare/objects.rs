@@ -273,12 +273,14 @@ pub fn attribute(
 
     crate::timing::phase("prepare:objects:attribute", t);
     let t = std::time::Instant::now();
-    let keep = BooleanChunked::from_slice("keep".into(), &keep);
-    let mut objects = provider
-        .drop("raw")
-        .unwrap_or_else(|_| provider.clone())
-        .filter(&keep)
-        .engine("attributing provider objects")?;
+    let mut objects = provider.drop("raw").unwrap_or_else(|_| provider.clone());
+    // Usually every object is kept: the frame is then shared, not copied by the filter.
+    if keep.contains(&false) {
+        let keep = BooleanChunked::from_slice("keep".into(), &keep);
+        objects = objects
+            .filter(&keep)
+            .engine("attributing provider objects")?;
+    }
     objects
         .rename("interval_start", "provider_interval_start".into())
         .engine("attributing provider objects")?;

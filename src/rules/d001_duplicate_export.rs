@@ -5,7 +5,7 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::ObjectRows;
+use super::rows::{ObjectRows, pick};
 
 declare_rule! {
     /// ## What it detects
@@ -30,19 +30,25 @@ declare_rule! {
 impl_rule!(DuplicateExport, check);
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let duplicated = prepared
-        .objects()
-        .filter(col("live").and(col("key").is_not_null()))
-        .filter(
-            col("external_id")
-                .len()
-                .over([col("key_id")])
-                .engine("window")?
-                .gt(lit(1u32)),
-        )
-        .sort(["key", "created_at", "external_id"], Default::default())
-        .collect()
-        .engine("D001")?;
+    let duplicated = pick(
+        &prepared.objects,
+        |objects| {
+            Ok(objects
+                .filter(col("live").and(col("key_id").is_not_null()))
+                .filter(
+                    col("row")
+                        .len()
+                        .over([col("key_id")])
+                        .engine("window")?
+                        .gt(lit(1u32)),
+                ))
+        },
+        "D001",
+    )?
+    .lazy()
+    .sort(["key", "created_at", "external_id"], Default::default())
+    .collect()
+    .engine("D001")?;
     let rows = ObjectRows::read(&duplicated)?;
     groups(&duplicated, &["key"])?
         .into_iter()

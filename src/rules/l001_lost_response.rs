@@ -6,7 +6,7 @@ use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
-use super::rows::{JournalRows, ObjectRows};
+use super::rows::{JournalRows, ObjectRows, pick};
 
 declare_rule! {
     /// ## What it detects
@@ -36,32 +36,45 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(col("phase").eq(lit("intent")))
         .select([col("key_id")])
         .unique(None, UniqueKeepStrategy::Any);
-    let lost = prepared
-        .objects()
-        .filter(col("live").and(col("committed").not()))
-        .join(
-            intents,
-            [col("key_id")],
-            [col("key_id")],
-            JoinArgs::new(JoinType::Semi),
-        )
-        .sort(["key", "created_at", "external_id"], Default::default())
-        .collect()
-        .engine("L001 objects")?;
-    let writers = prepared
-        .journal()
-        .join(
-            lost.clone()
-                .lazy()
-                .select([col("key_id")])
-                .unique(None, UniqueKeepStrategy::Any),
-            [col("key_id")],
-            [col("key_id")],
-            JoinArgs::new(JoinType::Semi),
-        )
-        .sort(["op_key", "recorded_at", "try_number"], Default::default())
-        .collect()
-        .engine("L001 journal")?;
+    let lost = pick(
+        &prepared.objects,
+        |objects| {
+            Ok(objects
+                .filter(col("live").and(col("committed").not()))
+                .join(
+                    intents,
+                    [col("key_id")],
+                    [col("key_id")],
+                    JoinArgs::new(JoinType::Semi),
+                ))
+        },
+        "L001 objects",
+    )?
+    .lazy()
+    .sort(["key", "created_at", "external_id"], Default::default())
+    .collect()
+    .engine("L001 objects")?;
+    let lost_keys = lost
+        .clone()
+        .lazy()
+        .select([col("key_id")])
+        .unique(None, UniqueKeepStrategy::Any);
+    let writers = pick(
+        &prepared.journal,
+        |journal| {
+            Ok(journal.join(
+                lost_keys,
+                [col("key_id")],
+                [col("key_id")],
+                JoinArgs::new(JoinType::Semi),
+            ))
+        },
+        "L001 journal",
+    )?
+    .lazy()
+    .sort(["op_key", "recorded_at", "try_number"], Default::default())
+    .collect()
+    .engine("L001 journal")?;
     let objects = ObjectRows::read(&lost)?;
     let journal = JournalRows::read(&writers)?;
     // Journal rows by key, looked up once per lost object (a scan per object is quadratic).

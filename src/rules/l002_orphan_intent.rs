@@ -5,7 +5,7 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::JournalRows;
+use super::rows::{JournalRows, pick};
 
 declare_rule! {
     /// ## What it detects
@@ -62,17 +62,22 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .with_column(col("first_intent").alias("recorded_at"))
         .filter(prepared.window.contains())
         .select([col("key_id")]);
-    let rows = prepared
-        .journal()
-        .join(
-            orphans,
-            [col("key_id")],
-            [col("key_id")],
-            JoinArgs::new(JoinType::Semi),
-        )
-        .sort(["op_key", "recorded_at", "try_number"], Default::default())
-        .collect()
-        .engine("L002")?;
+    let rows = pick(
+        &prepared.journal,
+        |journal| {
+            Ok(journal.join(
+                orphans,
+                [col("key_id")],
+                [col("key_id")],
+                JoinArgs::new(JoinType::Semi),
+            ))
+        },
+        "L002",
+    )?
+    .lazy()
+    .sort(["op_key", "recorded_at", "try_number"], Default::default())
+    .collect()
+    .engine("L002")?;
     let journal = JournalRows::read(&rows)?;
     groups(&rows, &["op_key"])?
         .into_iter()

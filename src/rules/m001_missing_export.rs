@@ -4,7 +4,7 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::JournalRows;
+use super::rows::{JournalRows, pick};
 use crate::cells::texts;
 
 declare_rule! {
@@ -33,25 +33,31 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     let statuses = prepared
         .objects()
         .select([col("xid"), col("status").alias("provider_status")]);
-    let missing = prepared
-        .journal()
-        .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
-        .filter(prepared.window.contains())
-        .join(
-            live,
-            [col("xid")],
-            [col("xid")],
-            JoinArgs::new(JoinType::Anti),
-        )
-        .join(
-            statuses,
-            [col("xid")],
-            [col("xid")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .sort(["external_id", "recorded_at"], Default::default())
-        .collect()
-        .engine("M001")?;
+    let missing = pick(
+        &prepared.journal,
+        |journal| {
+            Ok(journal
+                .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
+                .filter(prepared.window.contains())
+                .join(
+                    live,
+                    [col("xid")],
+                    [col("xid")],
+                    JoinArgs::new(JoinType::Anti),
+                ))
+        },
+        "M001",
+    )?
+    .lazy()
+    .join(
+        statuses,
+        [col("xid")],
+        [col("xid")],
+        JoinArgs::new(JoinType::Left),
+    )
+    .sort(["external_id", "recorded_at"], Default::default())
+    .collect()
+    .engine("M001")?;
     let journal = JournalRows::read(&missing)?;
     let status = texts(&missing, "provider_status")?;
     (0..missing.height())

@@ -7,6 +7,23 @@ use crate::error::Result;
 use crate::rules::Evidence;
 use crate::timestamp;
 
+/// The rows of `frame` that `select` picks, and only those copied. `select` gets the frame,
+/// with a `row` column numbering its rows, and returns the `row`s to keep in the order wanted.
+/// (Filtering the frame itself would first copy every column of every row that passes.)
+pub fn pick(
+    frame: &DataFrame,
+    select: impl FnOnce(LazyFrame) -> Result<LazyFrame>,
+    doing: &str,
+) -> Result<DataFrame> {
+    use crate::error::EngineContext;
+    let rows = select(frame.clone().lazy().with_row_index("row", None))?
+        .select([col("row")])
+        .collect()
+        .engine(doing)?;
+    let rows = rows.column("row").engine(doing)?.idx().engine(doing)?;
+    frame.take(rows).engine(doing)
+}
+
 pub struct ObjectRows {
     pub external_id: Vec<Option<String>>,
     pub key: Vec<Option<String>>,
