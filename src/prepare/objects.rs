@@ -520,15 +520,21 @@ impl<'f> Homes<'f> {
             .iter()
             .map(|home| home.is_some_and(|home| (home as usize) < self.journal.frame.height()))
             .collect::<BooleanChunked>();
-        let journal = self.journal.frame.select(HOME).engine("key homes")?;
-        let tries = self.tries.frame.select(HOME).engine("key homes")?;
-        let journal = journal.take(&rows(true)).engine("key homes")?;
-        let tries = tries.take(&rows(false)).engine("key homes")?;
-        journal
-            .columns()
-            .iter()
-            .zip(tries.columns())
-            .map(|(journal, tries)| journal.zip_with(&from_journal, tries).engine("key homes"))
+        let (journal_rows, try_rows) = (rows(true), rows(false));
+        // Column by column, so only one column's two halves exist at a time.
+        HOME.iter()
+            .map(|&name| {
+                let column = |frame: &DataFrame, rows: &IdxCa| -> Result<Column> {
+                    frame
+                        .column(name)
+                        .engine(name)?
+                        .take(rows)
+                        .engine("key homes")
+                };
+                let journal = column(self.journal.frame, &journal_rows)?;
+                let tries = column(self.tries.frame, &try_rows)?;
+                journal.zip_with(&from_journal, &tries).engine("key homes")
+            })
             .collect()
     }
 }

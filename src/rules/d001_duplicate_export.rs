@@ -5,7 +5,7 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{ObjectRows, pick};
+use super::rows::{ObjectRows, pick_sorted};
 
 declare_rule! {
     /// ## What it detects
@@ -30,7 +30,7 @@ declare_rule! {
 impl_rule!(DuplicateExport, check);
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let duplicated = pick(
+    let duplicated = pick_sorted(
         &prepared.objects,
         |objects| {
             Ok(objects
@@ -43,12 +43,9 @@ fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
                         .gt(lit(1u32)),
                 ))
         },
+        &["key", "created_at", "external_id"],
         "D001",
-    )?
-    .lazy()
-    .sort(["key", "created_at", "external_id"], Default::default())
-    .collect()
-    .engine("D001")?;
+    )?;
     let rows = ObjectRows::read(&duplicated)?;
     groups(&duplicated, &["key"])?
         .into_iter()

@@ -1,12 +1,12 @@
 use polars::prelude::*;
 
 use crate::cells::groups;
-use crate::error::{EngineContext, Result};
+use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
-use super::rows::{JournalRows, ObjectRows, pick};
+use super::rows::{JournalRows, ObjectRows, pick_sorted};
 
 declare_rule! {
     /// ## What it detects
@@ -36,7 +36,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(col("phase").eq(lit("intent")))
         .select([col("key_id")])
         .unique(None, UniqueKeepStrategy::Any);
-    let lost = pick(
+    let lost = pick_sorted(
         &prepared.objects,
         |objects| {
             Ok(objects
@@ -48,18 +48,15 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
                     JoinArgs::new(JoinType::Semi),
                 ))
         },
+        &["key", "created_at", "external_id"],
         "L001 objects",
-    )?
-    .lazy()
-    .sort(["key", "created_at", "external_id"], Default::default())
-    .collect()
-    .engine("L001 objects")?;
+    )?;
     let lost_keys = lost
         .clone()
         .lazy()
         .select([col("key_id")])
         .unique(None, UniqueKeepStrategy::Any);
-    let writers = pick(
+    let writers = pick_sorted(
         &prepared.journal,
         |journal| {
             Ok(journal.join(
@@ -69,12 +66,9 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
                 JoinArgs::new(JoinType::Semi),
             ))
         },
+        &["op_key", "recorded_at", "try_number"],
         "L001 journal",
-    )?
-    .lazy()
-    .sort(["op_key", "recorded_at", "try_number"], Default::default())
-    .collect()
-    .engine("L001 journal")?;
+    )?;
     let objects = ObjectRows::read(&lost)?;
     let journal = JournalRows::read(&writers)?;
     // Journal rows by key, looked up once per lost object (a scan per object is quadratic).

@@ -1,11 +1,11 @@
 use polars::prelude::*;
 
 use crate::cells::groups;
-use crate::error::{EngineContext, Result};
+use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{JournalRows, pick};
+use super::rows::{JournalRows, pick_sorted};
 
 declare_rule! {
     /// ## What it detects
@@ -62,7 +62,7 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .with_column(col("first_intent").alias("recorded_at"))
         .filter(prepared.window.contains())
         .select([col("key_id")]);
-    let rows = pick(
+    let rows = pick_sorted(
         &prepared.journal,
         |journal| {
             Ok(journal.join(
@@ -72,12 +72,9 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
                 JoinArgs::new(JoinType::Semi),
             ))
         },
+        &["op_key", "recorded_at", "try_number"],
         "L002",
-    )?
-    .lazy()
-    .sort(["op_key", "recorded_at", "try_number"], Default::default())
-    .collect()
-    .engine("L002")?;
+    )?;
     let journal = JournalRows::read(&rows)?;
     groups(&rows, &["op_key"])?
         .into_iter()

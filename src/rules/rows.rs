@@ -24,6 +24,19 @@ pub fn pick(
     frame.take(rows).engine(doing)
 }
 
+/// `pick`, then sorted by `by`.
+pub fn pick_sorted(
+    frame: &DataFrame,
+    select: impl FnOnce(LazyFrame) -> Result<LazyFrame>,
+    by: &[&str],
+    doing: &str,
+) -> Result<DataFrame> {
+    use crate::error::EngineContext;
+    pick(frame, select, doing)?
+        .sort(by.to_vec(), Default::default())
+        .engine(doing)
+}
+
 pub struct ObjectRows {
     pub external_id: Vec<Option<String>>,
     pub key: Vec<Option<String>>,
