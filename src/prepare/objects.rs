@@ -25,17 +25,22 @@ impl<'a> Ids<'a> {
         }
     }
 
-    /// The id of each cell, giving new strings new ids.
+    /// The id of each cell, giving new strings new ids. A cell equal to the one before it
+    /// (a try's journal rows share their key) takes its id without a lookup.
     fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
         self.map.reserve(column.len());
+        let mut previous: Option<(&str, u32)> = None;
         column
             .iter()
-            .map(|text| match text {
-                Some(text) => {
+            .map(|text| match (text, previous) {
+                (Some(text), Some((before, id))) if before == text => id,
+                (Some(text), _) => {
                     let next = self.map.len() as u32;
-                    *self.map.entry(text).or_insert(next)
+                    let id = *self.map.entry(text).or_insert(next);
+                    previous = Some((text, id));
+                    id
                 }
-                None => NONE,
+                (None, _) => NONE,
             })
             .collect()
     }
