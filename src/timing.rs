@@ -29,6 +29,19 @@ pub fn phase(name: &str, since: Instant) {
     );
 }
 
+/// Prints `onceonly timing: size NAME ROWS rows MiB` (polars' estimate of the frame's memory)
+/// when `ONCEONLY_TIMINGS` is set.
+pub fn size(name: &str, frame: &DataFrame) {
+    if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
+        return;
+    }
+    eprintln!(
+        "onceonly timing: size {name} {} rows {:.0} MiB",
+        frame.height(),
+        frame.estimated_size() as f64 / (1024.0 * 1024.0)
+    );
+}
+
 /// `lazy.run("doing what")`: collects, naming the step in errors and in profiles.
 pub trait Run {
     fn run(self, doing: &str) -> Result<DataFrame>;

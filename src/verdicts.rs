@@ -41,12 +41,16 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let objects = Objects::of(prepared)?;
     crate::timing::phase("verdicts:objects", t);
     let t = std::time::Instant::now();
-    let intervals = Intervals::of(tries)?;
+    let mut intervals = Intervals::of(tries)?;
+    let first_live = intervals.first_live(&objects)?;
+    // The intervals' hash table is not needed past this point: freed before the sort below
+    // allocates, it does not add to the peak.
+    intervals.groups = PlHashMap::default();
+    intervals.collided = PlHashMap::default();
+    crate::timing::phase("verdicts:first_live", t);
+    let t = std::time::Instant::now();
     let ended = intervals.earlier_tries_ended(tries)?;
     crate::timing::phase("verdicts:ended", t);
-    let t = std::time::Instant::now();
-    let first_live = intervals.first_live(&objects)?;
-    crate::timing::phase("verdicts:first_live", t);
     let t = std::time::Instant::now();
 
     let int = |name: &str| crate::cells::int_column(tries, name);
@@ -56,9 +60,9 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let expected_key = expected_key.u32().engine("key_id")?.rechunk().into_owned();
     let states = crate::cells::text_column(tries, "state")?;
 
-    let mut op_key: Vec<Option<&str>> = Vec::with_capacity(tries.height());
-    let mut external_id: Vec<Option<&str>> = Vec::with_capacity(tries.height());
-    let mut verdicts: Vec<&str> = Vec::with_capacity(tries.height());
+    let mut op_key = StringChunkedBuilder::new("op_key".into(), tries.height());
+    let mut external_id = StringChunkedBuilder::new("external_id".into(), tries.height());
+    let mut verdicts = StringChunkedBuilder::new("verdict".into(), tries.height());
     for row in 0..tries.height() {
         let rows = journal.of_try.get(row).copied().unwrap_or_default();
         // The try's key: that of its first journal row, else the expected one.
@@ -140,9 +144,9 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         } else {
             "no-operation"
         };
-        op_key.push(key_text);
-        external_id.push(object);
-        verdicts.push(verdict);
+        op_key.append_option(key_text);
+        external_id.append_option(object);
+        verdicts.append_value(verdict);
     }
 
     crate::timing::phase("verdicts:tries", t);
@@ -164,10 +168,9 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         ])
         .engine("computing verdicts")?;
     out.hstack_mut(&[
-        StringChunked::from_iter_options("op_key".into(), op_key.into_iter()).into_column(),
-        StringChunked::from_iter_options("external_id".into(), external_id.into_iter())
-            .into_column(),
-        StringChunked::from_iter_values("verdict".into(), verdicts.into_iter()).into_column(),
+        op_key.finish().into_column(),
+        external_id.finish().into_column(),
+        verdicts.finish().into_column(),
     ])
     .engine("computing verdicts")?;
     Ok(out)
@@ -322,15 +325,53 @@ impl Objects {
 /// numbered first (there are few of them), so the intervals are hashed as integers.
 struct Intervals<'a> {
     operations: Operations<'a>,
-    groups: PlHashMap<IntervalKey, u32>,
+    /// The intervals by a 64-bit hash of their key, each with the try that first had it; an
+    /// interval whose hash an earlier one took is in `collided`. (A table of the keys
+    /// themselves took 84 MB at a million intervals; this one a third of that.)
+    groups: PlHashMap<u64, (u32, u32)>,
+    collided: PlHashMap<IntervalKey, u32>,
+    hasher: PlRandomState,
+    /// The parts of each try's key, to check a hash's match against.
+    parts: IntervalParts,
     /// Each try's interval; None where one of its parts is NULL (it matches no object).
     of_try: Vec<Option<u32>>,
     /// Each try's interval, NULL parts and all, for ordering its tries.
     ordering: Vec<u32>,
 }
 
-/// (operation number, map index, interval start, interval end).
-type IntervalKey = (u32, Option<i64>, Option<i64>, Option<i64>);
+struct IntervalParts {
+    operation: Vec<u32>,
+    map_index: Int64Chunked,
+    iv_start: Int64Chunked,
+    iv_end: Int64Chunked,
+}
+
+impl IntervalParts {
+    fn key(&self, row: usize) -> IntervalKey {
+        interval_key(
+            self.operation[row],
+            self.map_index.get(row),
+            self.iv_start.get(row),
+            self.iv_end.get(row),
+        )
+    }
+}
+
+/// (operation number, which of the others are NULL, map index, interval start, interval end),
+/// packed into 32 bytes: the table holds a million of them.
+type IntervalKey = (u32, u8, i64, i64, i64);
+
+fn interval_key(op: u32, map: Option<i64>, start: Option<i64>, end: Option<i64>) -> IntervalKey {
+    let nulls =
+        u8::from(map.is_none()) | u8::from(start.is_none()) << 1 | u8::from(end.is_none()) << 2;
+    (
+        op,
+        nulls,
+        map.unwrap_or_default(),
+        start.unwrap_or_default(),
+        end.unwrap_or_default(),
+    )
+}
 
 /// Operation names numbered as they are first seen; NULL is `NONE`.
 #[derive(Default)]
@@ -386,34 +427,61 @@ impl<'a> Intervals<'a> {
             .str()
             .engine("operation")?;
         let mut operations = Operations::default();
-        let operation = operations.add(operation);
-        let int = |name: &str| crate::cells::int_column(tries, name);
-        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let mut groups: PlHashMap<IntervalKey, u32> = PlHashMap::with_capacity(tries.height());
-        let mut ordering = Vec::with_capacity(tries.height());
-        let mut of_try = Vec::with_capacity(tries.height());
-        let keys = operation
-            .iter()
-            .zip(map_index.iter())
-            .zip(iv_start.iter().zip(iv_end.iter()))
-            .map(|((&op, map), (start, end))| (op, map, start, end));
-        for key in keys {
-            let next = groups.len() as u32;
-            let group = *groups.entry(key).or_insert(next);
-            ordering.push(group);
-            let complete = key.0 != NONE && key.1.is_some() && key.2.is_some() && key.3.is_some();
-            of_try.push(complete.then_some(group));
-        }
-        Ok(Intervals {
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(crate::cells::int_column(tries, name)?
+                .rechunk()
+                .into_owned())
+        };
+        let parts = IntervalParts {
+            operation: operations.add(operation),
+            map_index: int("map_index")?,
+            iv_start: int("iv_start")?,
+            iv_end: int("iv_end")?,
+        };
+        let mut intervals = Intervals {
             operations,
-            groups,
-            of_try,
-            ordering,
-        })
+            groups: PlHashMap::default(),
+            collided: PlHashMap::default(),
+            hasher: PlRandomState::default(),
+            parts,
+            of_try: Vec::with_capacity(tries.height()),
+            ordering: Vec::with_capacity(tries.height()),
+        };
+        for row in 0..tries.height() {
+            let key = intervals.parts.key(row);
+            let group = intervals.group(key, Some(row as u32));
+            let group = group.expect("a new interval is given a number");
+            intervals.ordering.push(group);
+            let complete = key.0 != NONE && key.1 == 0;
+            intervals.of_try.push(complete.then_some(group));
+        }
+        Ok(intervals)
+    }
+
+    /// The number of the interval `key`; with `first_try`, an interval not seen yet is
+    /// numbered (with that try as the one that first had it), without it, it is None.
+    fn group(&mut self, key: IntervalKey, first_try: Option<u32>) -> Option<u32> {
+        use std::hash::BuildHasher;
+        let next = (self.groups.len() + self.collided.len()) as u32;
+        let hash = self.hasher.hash_one(key);
+        match (self.groups.get(&hash), first_try) {
+            (Some(&(group, row)), _) if self.parts.key(row as usize) == key => Some(group),
+            (Some(_), Some(_)) => Some(*self.collided.entry(key).or_insert(next)),
+            (Some(_), None) => self.collided.get(&key).copied(),
+            (None, Some(row)) => {
+                self.groups.insert(hash, (next, row));
+                Some(next)
+            }
+            (None, None) => None,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.groups.len() + self.collided.len()
     }
 
     /// Per interval, its first live object: by creation time (NULL first), then id.
-    fn first_live(&self, objects: &Objects) -> Result<Vec<Option<u32>>> {
+    fn first_live(&mut self, objects: &Objects) -> Result<Vec<Option<u32>>> {
         let frame = &objects.frame;
         let int = |name: &str| crate::cells::int_column(frame, name);
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
@@ -425,7 +493,7 @@ impl<'a> Intervals<'a> {
             .bool()
             .engine("live")?
             .clone();
-        let mut first: Vec<Option<u32>> = vec![None; self.groups.len()];
+        let mut first: Vec<Option<u32>> = vec![None; self.count()];
         let rows = operation
             .iter()
             .zip(map_index.iter())
@@ -435,7 +503,7 @@ impl<'a> Intervals<'a> {
             if live != Some(true) || [map, start, end].contains(&None) || op == NONE {
                 continue;
             }
-            let Some(&group) = self.groups.get(&(op, map, start, end)) else {
+            let Some(group) = self.group(interval_key(op, map, start, end), None) else {
                 continue;
             };
             let slot = &mut first[group as usize];
@@ -472,7 +540,7 @@ impl<'a> Intervals<'a> {
                 .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
                 .then(a.3.cmp(&b.3))
         });
-        let end: Vec<Option<i64>> = end.iter().collect();
+        let end = end.rechunk();
         let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
         let mut latest: Option<i64> = None;
         for (position, &(group, .., row)) in order.iter().enumerate() {
@@ -481,7 +549,7 @@ impl<'a> Intervals<'a> {
             }
             let row = row as usize;
             ended[row] = latest;
-            latest = latest.max(end[row]);
+            latest = latest.max(end.get(row));
         }
         Ok(ended)
     }

@@ -63,6 +63,9 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
         None => sources::load(config, &filter, options.slack.unwrap_or(DEFAULT_SLACK))?,
     };
     crate::timing::phase("read", started);
+    for table in Table::ALL {
+        crate::timing::size(table.name(), tables.get(table));
+    }
     if let Some(dir) = &options.save_snapshot {
         let window = sources::saved::Window {
             dag: options.dag.clone(),
@@ -122,6 +125,9 @@ fn audit_with(
         prepared.objects = keep;
     }
     crate::timing::phase("prepare", started);
+    crate::timing::size("tries", &prepared.tries);
+    crate::timing::size("journal (prepared)", &prepared.journal);
+    crate::timing::size("objects", &prepared.objects);
 
     let selected: Vec<&dyn Rule> = if options.rules.is_empty() {
         rules::REGISTRY.to_vec()
@@ -383,35 +389,42 @@ pub fn try_bounds(attempts: &DataFrame) -> Result<(Option<i64>, Option<i64>)> {
 
 /// How many runs were audited, and how many took their interval from each basis (`unknown`
 /// for none). Every try of a run has its run's basis; a run whose tries disagree is counted
-/// under each basis they give.
+/// under each basis they give. Runs are told apart by the run numbers prepare gave the tries;
+/// a try with no dag_id or run_id has none, and is counted by its `(dag_id, run_id)` as read.
 fn runs_and_bases(prepared: &Prepared) -> Result<(usize, BTreeMap<String, usize>)> {
     let tries = &prepared.tries;
+    let numbers = tries.column("run_number").engine("run_number")?;
+    let numbers = numbers.u32().engine("run_number")?;
     let text = |name: &str| crate::cells::text_column(tries, name);
-    let (dags, runs, bases) = (text("dag_id")?, text("run_id")?, text("basis")?);
-    let mut basis_of_run = polars::prelude::PlHashMap::with_capacity(tries.height());
+    let (bases, dags, runs) = (text("basis")?, text("dag_id")?, text("run_id")?);
+    let mut basis_of_run: Vec<Option<Option<&str>>> = vec![None; prepared.run_count];
+    // (run number, or the pair as read where there is none; basis) beyond each run's first.
     let mut others = std::collections::HashSet::new();
-    let mut previous = None;
-    for ((dag, run), basis) in dags.iter().zip(runs.iter()).zip(bases.iter()) {
-        // A run's tries are often read together: the same run as the row before is not
-        // looked up again.
-        if previous == Some((dag, run, basis)) {
-            continue;
-        }
-        previous = Some((dag, run, basis));
-        let first = *basis_of_run.entry((dag, run)).or_insert(basis);
-        if first != basis {
-            others.insert((dag, run, basis));
+    for (row, (number, basis)) in numbers.iter().zip(bases.iter()).enumerate() {
+        match number {
+            Some(number) => {
+                let first = *basis_of_run[number as usize].get_or_insert(basis);
+                if first != basis {
+                    others.insert((Ok(number), basis));
+                }
+            }
+            None => {
+                others.insert((Err((dags.get(row), runs.get(row))), basis));
+            }
         }
     }
+    let unnumbered: std::collections::HashSet<_> =
+        others.iter().filter_map(|(run, _)| run.err()).collect();
     let mut counts = BTreeMap::new();
     for basis in basis_of_run
-        .values()
+        .iter()
+        .flatten()
         .copied()
-        .chain(others.iter().map(|(.., basis)| *basis))
+        .chain(others.iter().map(|(_, basis)| *basis))
     {
         *counts
             .entry(basis.unwrap_or("unknown").to_string())
             .or_insert(0) += 1;
     }
-    Ok((basis_of_run.len(), counts))
+    Ok((prepared.run_count + unnumbered.len(), counts))
 }

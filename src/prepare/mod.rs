@@ -46,6 +46,11 @@ pub struct ProviderWindow {
 }
 
 impl ProviderWindow {
+    /// Whether a time (microseconds) is inside the window.
+    pub fn holds(&self, at: i64) -> bool {
+        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
+    }
+
     pub fn contains(&self) -> Expr {
         let after = self
             .from
@@ -75,6 +80,8 @@ pub struct Prepared {
     pub window: ProviderWindow,
     pub key_count: usize,
     pub id_count: usize,
+    /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
+    pub run_count: usize,
 }
 
 impl Prepared {
@@ -168,10 +175,25 @@ impl Prepared {
             .with_column(col("map_index").fill_null(lit(-1i64)))
             .collect()
             .engine("preparing the journal")?;
-        let (run_row, try_row) = journal_tries(&tries, &journal)?;
+        let (dags, run_ids) = (
+            crate::cells::text_column(&tries, "dag_id")?,
+            crate::cells::text_column(&tries, "run_id")?,
+        );
+        let runs = Runs::of(&dags, &run_ids);
+        let (run_row, try_row) = journal_tries(&tries, &journal, &runs)?;
+        let run_count = runs.count();
+        let run_numbers = UInt32Chunked::from_iter_options(
+            "run_number".into(),
+            runs.of_try.iter().map(|&run| (run != NONE).then_some(run)),
+        );
+        drop(runs);
+        let mut tries = tries;
+        tries
+            .with_column(run_numbers.into_column())
+            .engine("run numbers")?;
         // Each row takes its run's interval from any try of the run (all of them agree).
         let interval = tries
-            .select(["iv_start", "iv_end", "basis", "interval"])
+            .select(["iv_start", "iv_end", "interval"])
             .engine("journal intervals")?
             .take(&run_row)
             .engine("journal intervals")?;
@@ -216,7 +238,60 @@ impl Prepared {
             window,
             key_count: interned.key_count,
             id_count: interned.id_count,
+            run_count,
         })
+    }
+}
+
+/// The runs of the tries, numbered densely from 0 in the order first seen: each try's run
+/// number (`NONE` where its dag_id or run_id is NULL) and each run's first try.
+struct Runs<'a> {
+    numbers: PlHashMap<(&'a str, &'a str), u32>,
+    of_try: Vec<u32>,
+    first_rows: Vec<IdxSize>,
+}
+
+impl<'a> Runs<'a> {
+    fn of(dags: &'a StringChunked, runs: &'a StringChunked) -> Runs<'a> {
+        let mut numbers = PlHashMap::default();
+        let mut first_rows = Vec::new();
+        let mut previous: Option<((&str, &str), u32)> = None;
+        let of_try = dags
+            .iter()
+            .zip(runs.iter())
+            .enumerate()
+            .map(|(row, pair)| {
+                let (Some(dag), Some(run)) = pair else {
+                    return NONE;
+                };
+                match previous {
+                    Some((before, number)) if before == (dag, run) => number,
+                    _ => {
+                        let next = numbers.len() as u32;
+                        let number = *numbers.entry((dag, run)).or_insert_with(|| {
+                            first_rows.push(row as IdxSize);
+                            next
+                        });
+                        previous = Some(((dag, run), number));
+                        number
+                    }
+                }
+            })
+            .collect();
+        Runs {
+            numbers,
+            of_try,
+            first_rows,
+        }
+    }
+
+    fn first_row(&self, dag: &str, run: &str) -> Option<IdxSize> {
+        let number = self.numbers.get(&(dag, run))?;
+        Some(self.first_rows[*number as usize])
+    }
+
+    fn count(&self) -> usize {
+        self.first_rows.len()
     }
 }
 
@@ -224,7 +299,11 @@ impl Prepared {
 /// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
 /// interval and their try, as one hash lookup per row (split over two threads) instead of
 /// joins on string columns.
-fn journal_tries(tries: &DataFrame, journal: &DataFrame) -> Result<(IdxCa, IdxCa)> {
+fn journal_tries(
+    tries: &DataFrame,
+    journal: &DataFrame,
+    runs: &Runs<'_>,
+) -> Result<(IdxCa, IdxCa)> {
     let keys = TryKeys::of(tries)?;
     let mut by_try: PlHashMap<TryKey<'_>, IdxSize> = PlHashMap::with_capacity(tries.height());
     for (row, key) in keys.rows().enumerate() {
@@ -266,17 +345,9 @@ fn journal_tries(tries: &DataFrame, journal: &DataFrame) -> Result<(IdxCa, IdxCa
     // A row of its own try is a row of its run. Rows of tasks that are not operations (or of
     // tries the audit lacks) look their run up by (dag_id, run_id).
     let mut run_rows = try_rows.clone();
-    if try_rows.iter().any(Option::is_none) {
-        let mut by_run: PlHashMap<(&str, &str), IdxSize> = PlHashMap::new();
-        for (row, key) in keys.rows().enumerate() {
-            if let (Some(dag), Some(run)) = (key.0, key.1) {
-                by_run.entry((dag, run)).or_insert(row as IdxSize);
-            }
-        }
-        for ((run_row, try_row), key) in run_rows.iter_mut().zip(&try_rows).zip(rows.rows()) {
-            if let (None, Some(dag), Some(run)) = (try_row, key.0, key.1) {
-                *run_row = by_run.get(&(dag, run)).copied();
-            }
+    for ((run_row, try_row), key) in run_rows.iter_mut().zip(&try_rows).zip(rows.rows()) {
+        if let (None, Some(dag), Some(run)) = (try_row, key.0, key.1) {
+            *run_row = runs.first_row(dag, run);
         }
     }
     Ok((

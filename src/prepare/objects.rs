@@ -277,6 +277,30 @@ pub fn attribute(
     }
 
     crate::timing::phase("prepare:objects:attribute", t);
+    let journal_ids = if whole_journal {
+        all_id
+    } else {
+        // Every id of the audited journal is one of the whole journal's.
+        text(journal, "external_id")?
+            .iter()
+            .map(|text| {
+                text.and_then(|text| id_map.map.get(text).copied())
+                    .unwrap_or(NONE)
+            })
+            .collect()
+    };
+    // What only the attribution needed goes before the columns are built, so they can reuse
+    // its memory.
+    drop((
+        named_key,
+        named,
+        committed,
+        first_commit,
+        journaled,
+        intents,
+        home,
+    ));
+    drop((object_key, object_id, id_map));
     let t = std::time::Instant::now();
     let mut objects = provider.drop("raw").unwrap_or_else(|_| provider.clone());
     // Usually every object is kept: the frame is then shared, not copied by the filter.
@@ -299,18 +323,6 @@ pub fn attribute(
         .engine("attributing provider objects")?;
 
     crate::timing::phase("prepare:objects:frame", t);
-    let journal_ids = if whole_journal {
-        all_id
-    } else {
-        // Every id of the audited journal is one of the whole journal's.
-        text(journal, "external_id")?
-            .iter()
-            .map(|text| {
-                text.and_then(|text| id_map.map.get(text).copied())
-                    .unwrap_or(NONE)
-            })
-            .collect()
-    };
     Ok(Attributed {
         objects,
         interned: Interned {

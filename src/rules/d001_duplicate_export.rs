@@ -5,7 +5,7 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{ObjectRows, pick_sorted};
+use super::rows::ObjectRows;
 
 declare_rule! {
     /// ## What it detects
@@ -30,22 +30,39 @@ declare_rule! {
 impl_rule!(DuplicateExport, check);
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let duplicated = pick_sorted(
-        &prepared.objects,
-        |objects| {
-            Ok(objects
-                .filter(col("live").and(col("key_id").is_not_null()))
-                .filter(
-                    col("row")
-                        .len()
-                        .over([col("key_id")])
-                        .engine("window")?
-                        .gt(lit(1u32)),
-                ))
-        },
-        &["key", "created_at", "external_id"],
-        "D001",
-    )?;
+    // Live objects per key, counted in an array indexed by the key's number (a window over a
+    // million keys took more memory than the objects themselves).
+    let objects = &prepared.objects;
+    let keys = objects
+        .column("key_id")
+        .engine("key_id")?
+        .u32()
+        .engine("key_id")?;
+    let live = objects
+        .column("live")
+        .engine("live")?
+        .bool()
+        .engine("live")?;
+    let live_keys = || {
+        keys.iter()
+            .zip(live.iter())
+            .map(|(key, live)| key.filter(|_| live == Some(true)))
+    };
+    let mut per_key = vec![0u32; prepared.key_count];
+    for key in live_keys().flatten() {
+        per_key[key as usize] += 1;
+    }
+    let rows: Vec<IdxSize> = live_keys()
+        .enumerate()
+        .filter(|(_, key)| key.is_some_and(|key| per_key[key as usize] > 1))
+        .map(|(row, _)| row as IdxSize)
+        .collect();
+    let rows = IdxCa::from_vec("row".into(), rows);
+    let duplicated = objects
+        .take(&rows)
+        .engine("D001")?
+        .sort(["key", "created_at", "external_id"], Default::default())
+        .engine("D001")?;
     let rows = ObjectRows::read(&duplicated)?;
     groups(&duplicated, &["key"])?
         .into_iter()

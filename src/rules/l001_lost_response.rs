@@ -1,12 +1,10 @@
-use polars::prelude::*;
-
 use crate::cells::groups;
 use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
-use super::rows::{JournalRows, ObjectRows, pick_sorted};
+use super::rows::{JournalRows, ObjectRows, flags, gather_sorted, key_ids};
 
 declare_rule! {
     /// ## What it detects
@@ -31,41 +29,44 @@ declare_rule! {
 impl_rule!(LostResponse, check);
 
 fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let intents = prepared
-        .journal()
-        .filter(col("phase").eq(lit("intent")))
-        .select([col("key_id")])
-        .unique(None, UniqueKeepStrategy::Any);
-    let lost = pick_sorted(
+    // Per key number: whether an intent was written under it, and whether an object lost
+    // under it (arrays, not joins: a million keys).
+    let journal_keys = key_ids(&prepared.journal)?;
+    let phases = crate::cells::text_column(&prepared.journal, "phase")?;
+    let mut intended = vec![false; prepared.key_count];
+    for (key, phase) in journal_keys.iter().zip(phases.iter()) {
+        if let (Some(key), Some("intent")) = (key, phase) {
+            intended[key as usize] = true;
+        }
+    }
+    let object_keys = key_ids(&prepared.objects)?;
+    let (live, committed) = (
+        flags(&prepared.objects, "live")?,
+        flags(&prepared.objects, "committed")?,
+    );
+    let is_lost = object_keys
+        .iter()
+        .zip(live.iter().zip(committed.iter()))
+        .map(|(key, (live, committed))| {
+            live == Some(true)
+                && committed == Some(false)
+                && key.is_some_and(|key| intended[key as usize])
+        });
+    let lost = gather_sorted(
         &prepared.objects,
-        |objects| {
-            Ok(objects
-                .filter(col("live").and(col("committed").not()))
-                .join(
-                    intents,
-                    [col("key_id")],
-                    [col("key_id")],
-                    JoinArgs::new(JoinType::Semi),
-                ))
-        },
+        is_lost,
         &["key", "created_at", "external_id"],
         "L001 objects",
     )?;
-    let lost_keys = lost
-        .clone()
-        .lazy()
-        .select([col("key_id")])
-        .unique(None, UniqueKeepStrategy::Any);
-    let writers = pick_sorted(
+    let mut lost_key = vec![false; prepared.key_count];
+    for key in key_ids(&lost)?.iter().flatten() {
+        lost_key[key as usize] = true;
+    }
+    let writers = gather_sorted(
         &prepared.journal,
-        |journal| {
-            Ok(journal.join(
-                lost_keys,
-                [col("key_id")],
-                [col("key_id")],
-                JoinArgs::new(JoinType::Semi),
-            ))
-        },
+        journal_keys
+            .iter()
+            .map(|key| key.is_some_and(|key| lost_key[key as usize])),
         &["op_key", "recorded_at", "try_number"],
         "L001 journal",
     )?;

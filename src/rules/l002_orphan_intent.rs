@@ -1,11 +1,9 @@
-use polars::prelude::*;
-
 use crate::cells::groups;
 use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{JournalRows, pick_sorted};
+use super::rows::{JournalRows, gather_sorted, key_ids};
 
 declare_rule! {
     /// ## What it detects
@@ -27,51 +25,45 @@ declare_rule! {
 impl_rule!(OrphanIntent, check);
 
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let object_keys = prepared
-        .objects()
-        .filter(col("key_id").is_not_null())
-        .select([col("key_id")])
-        .unique(None, UniqueKeepStrategy::Any);
-    // The per-row flags are computed before grouping, so the group-by only takes `any` and
-    // `min` of plain columns (filtering inside an aggregation runs once per group).
-    let is_intent = col("phase").eq(lit("intent"));
-    let orphans = prepared
-        .journal()
-        .select([
-            col("key_id"),
-            is_intent.clone().alias("intent"),
-            crate::model::is_done(col("phase")).alias("done"),
-            when(is_intent)
-                .then(col("recorded_at"))
-                .otherwise(lit(NULL).cast(crate::model::utc()))
-                .alias("first_intent"),
-        ])
-        .group_by([col("key_id")])
-        .agg([
-            col("intent").any(true),
-            col("done").any(true),
-            col("first_intent").min(),
-        ])
-        .filter(col("intent").and(col("done").not()))
-        .join(
-            object_keys,
-            [col("key_id")],
-            [col("key_id")],
-            JoinArgs::new(JoinType::Anti),
-        )
-        .with_column(col("first_intent").alias("recorded_at"))
-        .filter(prepared.window.contains())
-        .select([col("key_id")]);
-    let rows = pick_sorted(
+    // Per key number: an intent, a committed or reconciled row, the first intent's time, an
+    // object under it (arrays, not group-bys and joins: a million keys).
+    let keys = key_ids(&prepared.journal)?;
+    let phases = crate::cells::text_column(&prepared.journal, "phase")?;
+    let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;
+    let mut done = vec![false; prepared.key_count];
+    let mut first_intent: Vec<Option<Option<i64>>> = vec![None; prepared.key_count];
+    for ((key, phase), at) in keys.iter().zip(phases.iter()).zip(recorded.iter()) {
+        let Some(key) = key else { continue };
+        let key = key as usize;
+        match phase {
+            Some("intent") => {
+                // The earliest time among the key's intents (NULL only if all are NULL).
+                let first = first_intent[key].get_or_insert(None);
+                if let Some(at) = at {
+                    *first = Some(first.map_or(at, |first| first.min(at)));
+                }
+            }
+            Some("committed" | "reconciled") => done[key] = true,
+            _ => {}
+        }
+    }
+    let mut has_object = vec![false; prepared.key_count];
+    for key in key_ids(&prepared.objects)?.iter().flatten() {
+        has_object[key as usize] = true;
+    }
+    let orphan: Vec<bool> = (0..prepared.key_count)
+        .map(|key| {
+            !done[key]
+                && !has_object[key]
+                && first_intent[key]
+                    .flatten()
+                    .is_some_and(|at| prepared.window.holds(at))
+        })
+        .collect();
+    let rows = gather_sorted(
         &prepared.journal,
-        |journal| {
-            Ok(journal.join(
-                orphans,
-                [col("key_id")],
-                [col("key_id")],
-                JoinArgs::new(JoinType::Semi),
-            ))
-        },
+        keys.iter()
+            .map(|key| key.is_some_and(|key| orphan[key as usize])),
         &["op_key", "recorded_at", "try_number"],
         "L002",
     )?;

@@ -1,10 +1,8 @@
-use polars::prelude::*;
-
-use crate::error::{EngineContext, Result};
+use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::ObjectRows;
+use super::rows::{ObjectRows, flags, gather_sorted};
 
 declare_rule! {
     /// ## What it detects
@@ -28,15 +26,19 @@ declare_rule! {
 impl_rule!(UnjournaledExport, check);
 
 fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let unknown = prepared
-        .objects()
-        .filter(
-            col("live")
-                .and(col("named").not())
-                .and(col("key_journaled").not()),
-        )
-        .collect()
-        .engine("L003")?;
+    let objects = &prepared.objects;
+    let (live, named, journaled) = (
+        flags(objects, "live")?,
+        flags(objects, "named")?,
+        flags(objects, "key_journaled")?,
+    );
+    let unknown =
+        live.iter()
+            .zip(named.iter().zip(journaled.iter()))
+            .map(|(live, (named, journaled))| {
+                live == Some(true) && named == Some(false) && journaled == Some(false)
+            });
+    let unknown = gather_sorted(objects, unknown, &[], "L003")?;
     let rows = ObjectRows::read(&unknown)?;
     (0..unknown.height())
         .map(|row| {

@@ -4,7 +4,7 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{JournalRows, pick};
+use super::rows::{JournalRows, flags, gather_sorted};
 use crate::cells::texts;
 
 declare_rule! {
@@ -29,35 +29,56 @@ declare_rule! {
 impl_rule!(MissingExport, check);
 
 fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let live = prepared.objects().filter(col("live")).select([col("xid")]);
-    let statuses = prepared
-        .objects()
-        .select([col("xid"), col("status").alias("provider_status")]);
-    let missing = pick(
-        &prepared.journal,
-        |journal| {
-            Ok(journal
-                .filter(crate::model::is_done(col("phase")).and(col("external_id").is_not_null()))
-                .filter(prepared.window.contains())
-                .join(
-                    live,
-                    [col("xid")],
-                    [col("xid")],
-                    JoinArgs::new(JoinType::Anti),
-                ))
-        },
-        "M001",
-    )?
-    .lazy()
-    .join(
-        statuses,
-        [col("xid")],
-        [col("xid")],
-        JoinArgs::new(JoinType::Left),
-    )
-    .sort(["external_id", "recorded_at"], Default::default())
-    .collect()
-    .engine("M001")?;
+    // The object row of each object id, and which ids are live (arrays indexed by the id's
+    // number: a million ids).
+    let objects = &prepared.objects;
+    let ids = |frame: &DataFrame| -> Result<UInt32Chunked> {
+        Ok(frame
+            .column("xid")
+            .engine("xid")?
+            .u32()
+            .engine("xid")?
+            .clone())
+    };
+    let mut object_of = vec![None; prepared.id_count];
+    let mut live_ids = vec![false; prepared.id_count];
+    for (row, (id, live)) in ids(objects)?
+        .iter()
+        .zip(flags(objects, "live")?.iter())
+        .enumerate()
+    {
+        if let Some(id) = id {
+            object_of[id as usize].get_or_insert(row as IdxSize);
+            live_ids[id as usize] |= live == Some(true);
+        }
+    }
+    let journal = &prepared.journal;
+    let phases = crate::cells::text_column(journal, "phase")?;
+    let recorded = crate::cells::int_column(journal, "recorded_at")?;
+    let journal_ids = ids(journal)?;
+    let missing = journal_ids
+        .iter()
+        .zip(phases.iter().zip(recorded.iter()))
+        .map(|(id, (phase, at))| {
+            matches!(phase, Some("committed" | "reconciled"))
+                && at.is_some_and(|at| prepared.window.holds(at))
+                && id.is_some_and(|id| !live_ids[id as usize])
+        });
+    let mut missing = gather_sorted(journal, missing, &[], "M001")?;
+    let shown = ids(&missing)?
+        .iter()
+        .map(|id| id.and_then(|id| object_of[id as usize]))
+        .collect::<IdxCa>();
+    let status = objects
+        .column("status")
+        .engine("status")?
+        .take(&shown)
+        .engine("M001")?
+        .with_name("provider_status".into());
+    missing.with_column(status).engine("M001")?;
+    let missing = missing
+        .sort(["external_id", "recorded_at"], Default::default())
+        .engine("M001")?;
     let journal = JournalRows::read(&missing)?;
     let status = texts(&missing, "provider_status")?;
     (0..missing.height())

@@ -7,34 +7,48 @@ use crate::error::Result;
 use crate::rules::Evidence;
 use crate::timestamp;
 
-/// The rows of `frame` that `select` picks, and only those copied. `select` gets the frame,
-/// with a `row` column numbering its rows, and returns the `row`s to keep in the order wanted.
-/// (Filtering the frame itself would first copy every column of every row that passes.)
-pub fn pick(
+/// The rows of `frame` where `keep` yields true, gathered and sorted by `by` (if not empty).
+pub fn gather_sorted(
     frame: &DataFrame,
-    select: impl FnOnce(LazyFrame) -> Result<LazyFrame>,
-    doing: &str,
-) -> Result<DataFrame> {
-    use crate::error::EngineContext;
-    let rows = select(frame.clone().lazy().with_row_index("row", None))?
-        .select([col("row")])
-        .collect()
-        .engine(doing)?;
-    let rows = rows.column("row").engine(doing)?.idx().engine(doing)?;
-    frame.take(rows).engine(doing)
-}
-
-/// `pick`, then sorted by `by`.
-pub fn pick_sorted(
-    frame: &DataFrame,
-    select: impl FnOnce(LazyFrame) -> Result<LazyFrame>,
+    keep: impl Iterator<Item = bool>,
     by: &[&str],
     doing: &str,
 ) -> Result<DataFrame> {
     use crate::error::EngineContext;
-    pick(frame, select, doing)?
-        .sort(by.to_vec(), Default::default())
-        .engine(doing)
+    let rows: Vec<IdxSize> = keep
+        .enumerate()
+        .filter(|(_, keep)| *keep)
+        .map(|(row, _)| row as IdxSize)
+        .collect();
+    let rows = frame
+        .take(&IdxCa::from_vec("row".into(), rows))
+        .engine(doing)?;
+    if by.is_empty() {
+        return Ok(rows);
+    }
+    rows.sort(by.to_vec(), Default::default()).engine(doing)
+}
+
+/// A prepared frame's `key_id` column (see `Prepared`).
+pub fn key_ids(frame: &DataFrame) -> Result<UInt32Chunked> {
+    use crate::error::EngineContext;
+    Ok(frame
+        .column("key_id")
+        .engine("key_id")?
+        .u32()
+        .engine("key_id")?
+        .clone())
+}
+
+/// A boolean column of a prepared frame.
+pub fn flags(frame: &DataFrame, name: &str) -> Result<BooleanChunked> {
+    use crate::error::EngineContext;
+    Ok(frame
+        .column(name)
+        .engine(name)?
+        .bool()
+        .engine(name)?
+        .clone())
 }
 
 pub struct ObjectRows {
