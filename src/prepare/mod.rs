@@ -166,21 +166,21 @@ impl Prepared {
         crate::timing::phase("prepare:tries", t);
         let t = std::time::Instant::now();
 
-        let mut journal = journal.clone();
-        journal
-            .with_column(operation_column(config, &journal, Unnamed::DagTask)?)
-            .engine("naming operations")?;
-        let journal = journal
-            .lazy()
-            .with_column(col("map_index").fill_null(lit(-1i64)))
-            .collect()
-            .engine("preparing the journal")?;
         let (dags, run_ids) = (
             crate::cells::text_column(&tries, "dag_id")?,
             crate::cells::text_column(&tries, "run_id")?,
         );
-        let runs = Runs::of(&dags, &run_ids);
+        // The runs are numbered on a thread of their own while the journal's operations are
+        // named.
+        let (runs, journal) = std::thread::scope(|threads| {
+            let runs = threads.spawn(|| Runs::of(&dags, &run_ids));
+            let journal = name_journal_operations(config, journal);
+            (runs.join().expect("numbering runs does not panic"), journal)
+        });
+        let journal = journal?;
+        crate::timing::phase("prepare:journal:operations", t);
         let (run_row, try_row) = journal_tries(&tries, &journal, &runs)?;
+        crate::timing::phase("prepare:journal:tries", t);
         let run_count = runs.count();
         let run_numbers = UInt32Chunked::from_iter_options(
             "run_number".into(),
@@ -243,6 +243,20 @@ impl Prepared {
     }
 }
 
+/// The journal with each row's `operation` (journal rows of tasks no `[[operation]]` names
+/// still describe operations: `dag_id.task_id`) and `map_index` -1 where it is NULL.
+fn name_journal_operations(config: &Config, journal: &DataFrame) -> Result<DataFrame> {
+    let mut journal = journal.clone();
+    journal
+        .with_column(operation_column(config, &journal, Unnamed::DagTask)?)
+        .engine("naming operations")?;
+    journal
+        .lazy()
+        .with_column(col("map_index").fill_null(lit(-1i64)))
+        .collect()
+        .engine("preparing the journal")
+}
+
 /// The runs of the tries, numbered densely from 0 in the order first seen: each try's run
 /// number (`NONE` where its dag_id or run_id is NULL) and each run's first try.
 struct Runs<'a> {
@@ -285,11 +299,6 @@ impl<'a> Runs<'a> {
         }
     }
 
-    fn first_row(&self, dag: &str, run: &str) -> Option<IdxSize> {
-        let number = self.numbers.get(&(dag, run))?;
-        Some(self.first_rows[*number as usize])
-    }
-
     fn count(&self) -> usize {
         self.first_rows.len()
     }
@@ -297,42 +306,58 @@ impl<'a> Runs<'a> {
 
 /// For each journal row, a row of `tries` in its run (`dag_id`, `run_id`) and the row of its
 /// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
-/// interval and their try, as one hash lookup per row (split over two threads) instead of
-/// joins on string columns.
+/// interval and their try, as hash lookups (split over two threads) instead of joins on
+/// string columns. Tries are found by their run's number, task, map index and try number,
+/// so each lookup hashes the task name and integers rather than three strings.
 fn journal_tries(
     tries: &DataFrame,
     journal: &DataFrame,
     runs: &Runs<'_>,
 ) -> Result<(IdxCa, IdxCa)> {
     let keys = TryKeys::of(tries)?;
-    let mut by_try: PlHashMap<TryKey<'_>, IdxSize> = PlHashMap::with_capacity(tries.height());
-    for (row, key) in keys.rows().enumerate() {
-        if let Some(key) = complete(key) {
-            by_try.entry(key).or_insert(row as IdxSize);
+    let mut by_try: PlHashMap<(u32, &str, i64, i64), IdxSize> =
+        PlHashMap::with_capacity(tries.height());
+    for (row, (key, &run)) in keys.rows().zip(&runs.of_try).enumerate() {
+        if let (false, Some(task), Some(map), Some(number)) = (run == NONE, key.2, key.3, key.4) {
+            by_try
+                .entry((run, task, map, number))
+                .or_insert(row as IdxSize);
         }
     }
     let rows = TryKeys::of(journal)?;
-    // A try's rows are often read one after another: a row of the same try as the row before
-    // it takes that row's answer without a lookup.
-    let lookup = |offset: i64, length: usize| -> Vec<Option<IdxSize>> {
-        let mut previous: Option<(TryKey<'_>, Option<IdxSize>)> = None;
+    // (run row, try row) of each journal row. A row of its own try is a row of its run; rows
+    // of tasks that are not operations (or of tries the audit lacks) take their run's first
+    // try. A try's rows are often read one after another: a row of the same try as the row
+    // before it takes that row's answer without a lookup.
+    let lookup = |offset: i64, length: usize| -> Vec<(Option<IdxSize>, Option<IdxSize>)> {
+        let mut previous: Option<(PartialKey<'_>, (Option<IdxSize>, Option<IdxSize>))> = None;
         rows.slice(offset, length)
             .rows()
-            .map(|key| {
-                let key = complete(key)?;
-                match previous {
-                    Some((before, row)) if before == key => row,
-                    _ => {
-                        let row = by_try.get(&key).copied();
-                        previous = Some((key, row));
-                        row
-                    }
+            .map(|key| match previous {
+                Some((before, found)) if before == key => found,
+                _ => {
+                    let run = match (key.0, key.1) {
+                        (Some(dag), Some(run)) => runs.numbers.get(&(dag, run)).copied(),
+                        _ => None,
+                    };
+                    let own = match (run, key.2, key.3, key.4) {
+                        (Some(run), Some(task), Some(map), Some(number)) => {
+                            by_try.get(&(run, task, map, number)).copied()
+                        }
+                        _ => None,
+                    };
+                    let found = (
+                        own.or_else(|| run.map(|run| runs.first_rows[run as usize])),
+                        own,
+                    );
+                    previous = Some((key, found));
+                    found
                 }
             })
             .collect()
     };
     let half = journal.height() / 2;
-    let (mut try_rows, rest) = std::thread::scope(|scope| {
+    let (mut found, rest) = std::thread::scope(|scope| {
         let second = scope.spawn(|| lookup(half as i64, journal.height() - half));
         let first = lookup(0, half);
         (
@@ -340,23 +365,13 @@ fn journal_tries(
             second.join().expect("the lookup thread does not panic"),
         )
     });
-    try_rows.extend(rest);
-
-    // A row of its own try is a row of its run. Rows of tasks that are not operations (or of
-    // tries the audit lacks) look their run up by (dag_id, run_id).
-    let mut run_rows = try_rows.clone();
-    for ((run_row, try_row), key) in run_rows.iter_mut().zip(&try_rows).zip(rows.rows()) {
-        if let (None, Some(dag), Some(run)) = (try_row, key.0, key.1) {
-            *run_row = runs.first_row(dag, run);
-        }
-    }
+    found.extend(rest);
     Ok((
-        IdxCa::from_iter_options("run_row".into(), run_rows.into_iter()),
-        IdxCa::from_iter_options("try_row".into(), try_rows.into_iter()),
+        IdxCa::from_iter_options("run_row".into(), found.iter().map(|(run, _)| *run)),
+        IdxCa::from_iter_options("try_row".into(), found.iter().map(|(_, own)| *own)),
     ))
 }
 
-type TryKey<'a> = (&'a str, &'a str, &'a str, i64, i64);
 type PartialKey<'a> = (
     Option<&'a str>,
     Option<&'a str>,
@@ -364,10 +379,6 @@ type PartialKey<'a> = (
     Option<i64>,
     Option<i64>,
 );
-
-fn complete(key: PartialKey<'_>) -> Option<TryKey<'_>> {
-    Some((key.0?, key.1?, key.2?, key.3?, key.4?))
-}
 
 /// The `TRY` columns of a frame: `(dag_id, run_id, task_id, map_index, try_number)` per row.
 struct TryKeys {
