@@ -329,8 +329,8 @@ fn journal_tries(
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
-    let lookup = |offset: i64, length: usize| -> Vec<(Option<IdxSize>, Option<IdxSize>)> {
-        let mut previous: Option<(PartialKey<'_>, (Option<IdxSize>, Option<IdxSize>))> = None;
+    let lookup = |offset: i64, length: usize| -> Vec<Found> {
+        let mut previous: Option<(PartialKey<'_>, Found)> = None;
         rows.slice(offset, length)
             .rows()
             .map(|key| match previous {
@@ -371,6 +371,9 @@ fn journal_tries(
         IdxCa::from_iter_options("try_row".into(), found.iter().map(|(_, own)| *own)),
     ))
 }
+
+/// A journal row's (run row, try row).
+type Found = (Option<IdxSize>, Option<IdxSize>);
 
 type PartialKey<'a> = (
     Option<&'a str>,
