@@ -108,9 +108,9 @@ pub fn attribute(
     let object_keys = text(provider, "op_key")?;
     let object_ids = text(provider, "external_id")?;
     let try_keys = text(tries, "expected_key")?;
-    // The audited journal is the whole journal unless --dag or a window cut it down; a filter
-    // that keeps every row keeps them in order.
-    let whole_journal = journal.height() == all_journal.height();
+    // The audited journal is the whole journal unless --dag or a window cut it down: then its
+    // cells are the whole journal's own (the same memory), not a copy.
+    let whole_journal = same_cells(&journal_keys, &all_keys);
     let t = std::time::Instant::now();
 
     let ((keys, key_count), (ids, id_map)) = std::thread::scope(|threads| {
@@ -139,7 +139,12 @@ pub fn attribute(
     let (all_id, object_id) = ids;
     let id_count = id_map.len();
 
-    crate::timing::phase("prepare:objects:intern", t);
+    let interned = if whole_journal {
+        "prepare:objects:intern"
+    } else {
+        "prepare:objects:intern (audited journal a subset)"
+    };
+    crate::timing::phase(interned, t);
     let t = std::time::Instant::now();
     let phases = text(all_journal, "phase")?;
     let recorded = int(all_journal, "recorded_at")?;
@@ -333,6 +338,15 @@ pub fn attribute(
             id_count,
         },
     })
+}
+
+/// Whether two text columns are the same cells in the same memory (one a clone of the other).
+fn same_cells(a: &StringChunked, b: &StringChunked) -> bool {
+    a.len() == b.len()
+        && a.chunks().len() == b.chunks().len()
+        && a.downcast_iter().zip(b.downcast_iter()).all(|(a, b)| {
+            a.len() == b.len() && std::ptr::eq(a.views().as_ptr(), b.views().as_ptr())
+        })
 }
 
 /// Rows grouped by an integer: `of(g)` lists the rows of group `g` in row order.
