@@ -29,8 +29,14 @@ pub fn ints(df: &DataFrame, name: &str) -> Result<Vec<Option<i64>>> {
 }
 
 /// A text column as polars holds it, for loops that borrow its cells instead of copying them.
+/// A column of another type is cast to text (a text column is not copied).
 pub fn text_column(df: &DataFrame, name: &str) -> Result<StringChunked> {
-    Ok(df.column(name).engine(name)?.str().engine(name)?.clone())
+    let column = df
+        .column(name)
+        .engine(name)?
+        .cast(&DataType::String)
+        .engine(name)?;
+    Ok(column.str().engine(name)?.clone())
 }
 
 /// An integer or timestamp column as `i64` (microseconds for timestamps), without copying the
@@ -42,6 +48,16 @@ pub fn int_column(df: &DataFrame, name: &str) -> Result<Int64Chunked> {
         .cast(&DataType::Int64)
         .engine(name)?;
     Ok(column.i64().engine(name)?.clone())
+}
+
+/// A `u32` column: the row numbers and the dense key, id and run numbers `prepare` adds.
+pub fn number_column(df: &DataFrame, name: &str) -> Result<UInt32Chunked> {
+    Ok(df.column(name).engine(name)?.u32().engine(name)?.clone())
+}
+
+/// A boolean column as polars holds it.
+pub fn flag_column(df: &DataFrame, name: &str) -> Result<BooleanChunked> {
+    Ok(df.column(name).engine(name)?.bool().engine(name)?.clone())
 }
 
 pub fn bools(df: &DataFrame, name: &str) -> Result<Vec<Option<bool>>> {

@@ -56,8 +56,9 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let int = |name: &str| crate::cells::int_column(tries, name);
     let (start, end, iv_start) = (int("start_date")?, int("end_date")?, int("iv_start")?);
     let expected = crate::cells::text_column(tries, "expected_key")?;
-    let expected_key = tries.column("key_id").engine("key_id")?;
-    let expected_key = expected_key.u32().engine("key_id")?.rechunk().into_owned();
+    let expected_key = crate::cells::number_column(tries, "key_id")?
+        .rechunk()
+        .into_owned();
     let states = crate::cells::text_column(tries, "state")?;
 
     let mut op_key = StringChunkedBuilder::new("op_key".into(), tries.height());
@@ -202,11 +203,7 @@ impl Journal {
         let frame = &prepared.journal;
         let text = |name: &str| crate::cells::text_column(frame, name);
         let number = |name: &str| -> Result<UInt32Chunked> {
-            Ok(frame
-                .column(name)
-                .engine(name)?
-                .u32()
-                .engine(name)?
+            Ok(crate::cells::number_column(frame, name)?
                 .rechunk()
                 .into_owned())
         };
@@ -215,8 +212,7 @@ impl Journal {
             .rechunk()
             .into_owned();
         let external_id = text("external_id")?;
-        let try_row = frame.column("try_row").engine("try_row")?;
-        let try_row = try_row.idx().engine("try_row")?;
+        let try_row = crate::cells::number_column(frame, "try_row")?;
         let mut of_try = vec![TryRows::default(); prepared.tries.height()];
         let earlier =
             |a: u32, b: u32| (recorded.get(a as usize), a) < (recorded.get(b as usize), b);
@@ -257,11 +253,7 @@ impl Journal {
     /// The row of the object a journal row names, if the provider lists it.
     fn object(&self, row: u32, objects: &Objects) -> Option<u32> {
         let id = self.ids.get(row as usize)?;
-        objects
-            .by_id
-            .get(id as usize)
-            .copied()
-            .filter(|&o| o != NONE)
+        objects.by_id[id as usize]
     }
 }
 
@@ -270,7 +262,7 @@ struct Objects {
     created: Int64Chunked,
     iv_start: Int64Chunked,
     /// The object row of each object id.
-    by_id: Vec<u32>,
+    by_id: Vec<Option<IdxSize>>,
     /// The object rows of each key.
     by_key: crate::prepare::Grouped,
     frame: DataFrame,
@@ -279,23 +271,8 @@ struct Objects {
 impl Objects {
     fn of(prepared: &Prepared) -> Result<Objects> {
         let frame = prepared.objects.clone();
-        let number = |name: &str| -> Result<UInt32Chunked> {
-            Ok(frame.column(name).engine(name)?.u32().engine(name)?.clone())
-        };
-        let mut by_id = vec![NONE; prepared.id_count];
-        for (row, id) in number("xid")?.iter().enumerate() {
-            if let Some(id) = id
-                && by_id[id as usize] == NONE
-            {
-                by_id[id as usize] = row as u32;
-            }
-        }
-        let keys = number("key_id")?;
-        let mut counts = vec![0u32; prepared.key_count + 1];
-        for key in keys.iter().flatten() {
-            counts[key as usize] += 1;
-        }
-        let by_key = crate::prepare::Grouped::new(counts, keys.iter());
+        let keys = crate::cells::number_column(&frame, "key_id")?;
+        let by_key = crate::prepare::Grouped::new(prepared.key_count, || keys.iter());
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(crate::cells::int_column(&frame, name)?
                 .rechunk()
@@ -305,7 +282,7 @@ impl Objects {
             ids: crate::cells::text_column(&frame, "external_id")?,
             created: int("created_at")?,
             iv_start: int("iv_start")?,
-            by_id,
+            by_id: prepared.object_rows_by_id()?,
             by_key,
             frame,
         })
@@ -324,7 +301,7 @@ impl Objects {
 /// The operation intervals (`OPERATION_INTERVAL`) of the tries, numbered. Operations are
 /// numbered first (there are few of them), so the intervals are hashed as integers.
 struct Intervals<'a> {
-    operations: Operations<'a>,
+    operations: crate::prepare::Numbers<'a>,
     /// The intervals by a 64-bit hash of their key, each with the try that first had it; an
     /// interval whose hash an earlier one took is in `collided`. (A table of the keys
     /// themselves took 84 MB at a million intervals; this one a third of that.)
@@ -373,51 +350,6 @@ fn interval_key(op: u32, map: Option<i64>, start: Option<i64>, end: Option<i64>)
     )
 }
 
-/// Operation names numbered as they are first seen; NULL is `NONE`.
-#[derive(Default)]
-struct Operations<'a> {
-    numbers: PlHashMap<&'a str, u32>,
-}
-
-impl<'a> Operations<'a> {
-    /// The number of each row's operation, names not seen yet getting new numbers.
-    fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        same_as_before(column, |name| {
-            let next = self.numbers.len() as u32;
-            *self.numbers.entry(name).or_insert(next)
-        })
-    }
-
-    /// The number of each row's operation; `NONE` for names not seen.
-    fn find(&self, column: &StringChunked) -> Vec<u32> {
-        same_as_before(column, |name| {
-            self.numbers.get(name).copied().unwrap_or(NONE)
-        })
-    }
-}
-
-/// `number` of each cell (`NONE` for NULL), asked once per run of equal cells.
-fn same_as_before<'c>(
-    column: &'c StringChunked,
-    mut number: impl FnMut(&'c str) -> u32,
-) -> Vec<u32> {
-    let mut previous: Option<(&str, u32)> = None;
-    column
-        .iter()
-        .map(|name| {
-            let Some(name) = name else { return NONE };
-            match previous {
-                Some((before, known)) if before == name => known,
-                _ => {
-                    let known = number(name);
-                    previous = Some((name, known));
-                    known
-                }
-            }
-        })
-        .collect()
-}
-
 impl<'a> Intervals<'a> {
     fn of(tries: &'a DataFrame) -> Result<Intervals<'a>> {
         // The numbers borrow the operation names from `tries`.
@@ -426,7 +358,7 @@ impl<'a> Intervals<'a> {
             .engine("operation")?
             .str()
             .engine("operation")?;
-        let mut operations = Operations::default();
+        let mut operations = crate::prepare::Numbers::default();
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(crate::cells::int_column(tries, name)?
                 .rechunk()

@@ -393,8 +393,7 @@ pub fn try_bounds(attempts: &DataFrame) -> Result<(Option<i64>, Option<i64>)> {
 /// a try with no dag_id or run_id has none, and is counted by its `(dag_id, run_id)` as read.
 fn runs_and_bases(prepared: &Prepared) -> Result<(usize, BTreeMap<String, usize>)> {
     let tries = &prepared.tries;
-    let numbers = tries.column("run_number").engine("run_number")?;
-    let numbers = numbers.u32().engine("run_number")?;
+    let numbers = crate::cells::number_column(tries, "run_number")?;
     let text = |name: &str| crate::cells::text_column(tries, name);
     let (bases, dags, runs) = (text("basis")?, text("dag_id")?, text("run_id")?);
     let mut basis_of_run: Vec<Option<Option<&str>>> = vec![None; prepared.run_count];

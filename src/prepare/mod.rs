@@ -20,7 +20,7 @@ use crate::timing::Run;
 
 mod objects;
 
-pub use objects::{Grouped, NONE};
+pub use objects::{Grouped, NONE, Numbers};
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
 /// microseconds before a try's intent or start may still be that try's.
@@ -95,6 +95,21 @@ impl Prepared {
 
     pub fn objects(&self) -> LazyFrame {
         self.objects.clone().lazy()
+    }
+
+    /// The row of `objects` of each object id (`xid`), None for ids the provider does not
+    /// list (only the journal names them). An id listed twice takes its first row.
+    pub fn object_rows_by_id(&self) -> Result<Vec<Option<IdxSize>>> {
+        let mut rows = vec![None; self.id_count];
+        for (row, id) in crate::cells::number_column(&self.objects, "xid")?
+            .iter()
+            .enumerate()
+        {
+            if let Some(id) = id {
+                rows[id as usize].get_or_insert(row as IdxSize);
+            }
+        }
+        Ok(rows)
     }
 
     /// Live objects attributed to an operation interval.
@@ -599,14 +614,7 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
         Literal(&'t str),
         Column(StringChunked),
     }
-    let text_of = |name: &str| -> Result<StringChunked> {
-        let column = tries
-            .column(name)
-            .engine(name)?
-            .cast(&DataType::String)
-            .engine(name)?;
-        Ok(column.str().engine(name)?.clone())
-    };
+    let text_of = |name: &str| crate::cells::text_column(tries, name);
     let sources: Vec<Vec<Source<'_>>> = templates
         .iter()
         .map(|template| {

@@ -13,41 +13,54 @@ use crate::error::{EngineContext, Result};
 /// The id of a NULL string.
 pub const NONE: u32 = u32::MAX;
 
-/// Dense ids for strings: equal strings get equal ids, counted from 0 in first-seen order.
-struct Ids<'a> {
+/// Dense numbers for strings: equal strings get equal numbers, counted from 0 in first-seen
+/// order; NULL is `NONE`. Keys and object ids here, operation names in the verdicts.
+#[derive(Default)]
+pub struct Numbers<'a> {
     map: PlHashMap<&'a str, u32>,
 }
 
-impl<'a> Ids<'a> {
-    fn new() -> Ids<'a> {
-        Ids {
-            map: PlHashMap::default(),
-        }
+impl<'a> Numbers<'a> {
+    /// The number of each cell, giving new strings new numbers.
+    pub fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
+        self.map.reserve(column.len());
+        same_as_before(column, |text| {
+            let next = self.map.len() as u32;
+            *self.map.entry(text).or_insert(next)
+        })
     }
 
-    /// The id of each cell, giving new strings new ids. A cell equal to the one before it
-    /// (a try's journal rows share their key) takes its id without a lookup.
-    fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        self.map.reserve(column.len());
-        let mut previous: Option<(&str, u32)> = None;
-        column
-            .iter()
-            .map(|text| match (text, previous) {
-                (Some(text), Some((before, id))) if before == text => id,
-                (Some(text), _) => {
-                    let next = self.map.len() as u32;
-                    let id = *self.map.entry(text).or_insert(next);
-                    previous = Some((text, id));
-                    id
-                }
-                (None, _) => NONE,
-            })
-            .collect()
+    /// The number of each cell; `NONE` for strings not numbered.
+    pub fn find(&self, column: &StringChunked) -> Vec<u32> {
+        same_as_before(column, |text| self.map.get(text).copied().unwrap_or(NONE))
     }
 
     fn len(&self) -> usize {
         self.map.len()
     }
+}
+
+/// `number` of each cell (`NONE` for NULL), asked once per run of equal cells: a try's
+/// journal rows share their key, a run's tries their operation.
+fn same_as_before<'c>(
+    column: &'c StringChunked,
+    mut number: impl FnMut(&'c str) -> u32,
+) -> Vec<u32> {
+    let mut previous: Option<(&str, u32)> = None;
+    column
+        .iter()
+        .map(|text| {
+            let Some(text) = text else { return NONE };
+            match previous {
+                Some((before, known)) if before == text => known,
+                _ => {
+                    let known = number(text);
+                    previous = Some((text, known));
+                    known
+                }
+            }
+        })
+        .collect()
 }
 
 /// Which key and which object id each row holds, as dense integers shared by every frame:
@@ -115,12 +128,12 @@ pub fn attribute(
 
     let ((keys, key_count), (ids, id_map)) = std::thread::scope(|threads| {
         let ids = threads.spawn(|| {
-            let mut ids = Ids::new();
+            let mut ids = Numbers::default();
             let journal = ids.add(&all_ids);
             let objects = ids.add(&object_ids);
             ((journal, objects), ids)
         });
-        let mut keys = Ids::new();
+        let mut keys = Numbers::default();
         let all = keys.add(&all_keys);
         let objects = keys.add(&object_keys);
         let tries = keys.add(&try_keys);
@@ -154,9 +167,8 @@ pub fn attribute(
     let mut named_key: Vec<Option<(&str, u32)>> = vec![None; id_count];
     let mut named = vec![false; id_count];
     let mut committed = vec![false; id_count];
-    // Per key: whether the journal has it, and its intents (as lists of rows, `intents`).
+    // Per key: whether the journal has it.
     let mut journaled = vec![false; key_count];
-    let mut intent_count = vec![0u32; key_count + 1];
     // Per object id: the first committed row by (recorded_at, try_number), NULLs first.
     let mut first_commit: Vec<u32> = vec![NONE; id_count];
     for (row, ((key_text, phase), (&key, &id))) in all_keys
@@ -167,9 +179,6 @@ pub fn attribute(
     {
         if key != NONE {
             journaled[key as usize] = true;
-            if phase == Some("intent") {
-                intent_count[key as usize] += 1;
-            }
         }
         if id == NONE {
             continue;
@@ -189,14 +198,14 @@ pub fn attribute(
             }
         }
     }
-    let intents = Grouped::new(
-        intent_count,
+    // Per key, its intents' rows.
+    let intents = Grouped::new(key_count, || {
         all_key.iter().zip(phases.iter()).map(|(&key, phase)| {
             (phase == Some("intent"))
                 .then_some(key)
                 .filter(|&k| k != NONE)
-        }),
-    );
+        })
+    });
 
     crate::timing::phase("prepare:objects:journal", t);
     let t = std::time::Instant::now();
@@ -286,13 +295,7 @@ pub fn attribute(
         all_id
     } else {
         // Every id of the audited journal is one of the whole journal's.
-        text(journal, "external_id")?
-            .iter()
-            .map(|text| {
-                text.and_then(|text| id_map.map.get(text).copied())
-                    .unwrap_or(NONE)
-            })
-            .collect()
+        id_map.find(&text(journal, "external_id")?)
     };
     // What only the attribution needed goes before the columns are built, so they can reuse
     // its memory.
@@ -356,9 +359,13 @@ pub struct Grouped {
 }
 
 impl Grouped {
-    /// `counts[g]` is the number of rows of group `g` (with one spare entry at the end);
-    /// `groups` gives each row's group, or None.
-    pub fn new(mut counts: Vec<u32>, groups: impl Iterator<Item = Option<u32>>) -> Grouped {
+    /// `groups()` gives each row's group (below `count`), or None; it is walked twice, once
+    /// to count each group's rows and once to place them.
+    pub fn new<I: Iterator<Item = Option<u32>>>(count: usize, groups: impl Fn() -> I) -> Grouped {
+        let mut counts = vec![0u32; count + 1];
+        for group in groups().flatten() {
+            counts[group as usize] += 1;
+        }
         let mut total = 0;
         for count in counts.iter_mut() {
             let here = *count;
@@ -367,7 +374,7 @@ impl Grouped {
         }
         let mut next = counts.clone();
         let mut rows = vec![0; total as usize];
-        for (row, group) in groups.enumerate() {
+        for (row, group) in groups().enumerate() {
             if let Some(group) = group {
                 let slot = &mut next[group as usize];
                 rows[*slot as usize] = row as u32;
@@ -513,8 +520,7 @@ impl<'f> Homes<'f> {
     /// A journal row whose key is its own try's expected key says nothing the try's row does
     /// not, and is passed over.
     fn best(&self, keys: usize, journal_key: &[u32], try_key: &[u32]) -> Result<Vec<Option<u32>>> {
-        let own_try = self.journal.frame.column("try_row").engine("try_row")?;
-        let own_try = own_try.idx().engine("try_row")?;
+        let own_try = crate::cells::number_column(self.journal.frame, "try_row")?;
         let journal_candidates = journal_key.iter().zip(own_try.iter()).map(|(&key, own)| {
             let own = own.map_or(NONE, |row| try_key[row as usize]);
             (key != own).then_some(key)

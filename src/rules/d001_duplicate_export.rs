@@ -33,16 +33,8 @@ fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Live objects per key, counted in an array indexed by the key's number (a window over a
     // million keys took more memory than the objects themselves).
     let objects = &prepared.objects;
-    let keys = objects
-        .column("key_id")
-        .engine("key_id")?
-        .u32()
-        .engine("key_id")?;
-    let live = objects
-        .column("live")
-        .engine("live")?
-        .bool()
-        .engine("live")?;
+    let keys = crate::cells::number_column(objects, "key_id")?;
+    let live = crate::cells::flag_column(objects, "live")?;
     let live_keys = || {
         keys.iter()
             .zip(live.iter())

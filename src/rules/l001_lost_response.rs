@@ -4,7 +4,8 @@ use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
-use super::rows::{JournalRows, ObjectRows, flags, gather_sorted, key_ids};
+use super::rows::{JournalRows, ObjectRows, gather_sorted};
+use crate::cells::{flag_column, number_column};
 
 declare_rule! {
     /// ## What it detects
@@ -31,7 +32,7 @@ impl_rule!(LostResponse, check);
 fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Per key number: whether an intent was written under it, and whether an object lost
     // under it (arrays, not joins: a million keys).
-    let journal_keys = key_ids(&prepared.journal)?;
+    let journal_keys = number_column(&prepared.journal, "key_id")?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let mut intended = vec![false; prepared.key_count];
     for (key, phase) in journal_keys.iter().zip(phases.iter()) {
@@ -39,10 +40,10 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
             intended[key as usize] = true;
         }
     }
-    let object_keys = key_ids(&prepared.objects)?;
+    let object_keys = number_column(&prepared.objects, "key_id")?;
     let (live, committed) = (
-        flags(&prepared.objects, "live")?,
-        flags(&prepared.objects, "committed")?,
+        flag_column(&prepared.objects, "live")?,
+        flag_column(&prepared.objects, "committed")?,
     );
     let is_lost = object_keys
         .iter()
@@ -59,7 +60,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         "L001 objects",
     )?;
     let mut lost_key = vec![false; prepared.key_count];
-    for key in key_ids(&lost)?.iter().flatten() {
+    for key in number_column(&lost, "key_id")?.iter().flatten() {
         lost_key[key as usize] = true;
     }
     let writers = gather_sorted(

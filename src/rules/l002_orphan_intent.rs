@@ -3,7 +3,8 @@ use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{JournalRows, gather_sorted, key_ids};
+use super::rows::{JournalRows, gather_sorted};
+use crate::cells::number_column;
 
 declare_rule! {
     /// ## What it detects
@@ -27,7 +28,7 @@ impl_rule!(OrphanIntent, check);
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Per key number: an intent, a committed or reconciled row, the first intent's time, an
     // object under it (arrays, not group-bys and joins: a million keys).
-    let keys = key_ids(&prepared.journal)?;
+    let keys = number_column(&prepared.journal, "key_id")?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;
     let mut done = vec![false; prepared.key_count];
@@ -48,7 +49,7 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         }
     }
     let mut has_object = vec![false; prepared.key_count];
-    for key in key_ids(&prepared.objects)?.iter().flatten() {
+    for key in number_column(&prepared.objects, "key_id")?.iter().flatten() {
         has_object[key as usize] = true;
     }
     let orphan: Vec<bool> = (0..prepared.key_count)

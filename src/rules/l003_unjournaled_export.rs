@@ -2,7 +2,8 @@ use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{ObjectRows, flags, gather_sorted};
+use super::rows::{ObjectRows, gather_sorted};
+use crate::cells::flag_column;
 
 declare_rule! {
     /// ## What it detects
@@ -28,9 +29,9 @@ impl_rule!(UnjournaledExport, check);
 fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     let objects = &prepared.objects;
     let (live, named, journaled) = (
-        flags(objects, "live")?,
-        flags(objects, "named")?,
-        flags(objects, "key_journaled")?,
+        flag_column(objects, "live")?,
+        flag_column(objects, "named")?,
+        flag_column(objects, "key_journaled")?,
     );
     let unknown =
         live.iter()

@@ -4,8 +4,9 @@ use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::rows::{JournalRows, flags, gather_sorted};
+use super::rows::{JournalRows, gather_sorted};
 use crate::cells::texts;
+use crate::cells::{flag_column, number_column};
 
 declare_rule! {
     /// ## What it detects
@@ -32,23 +33,14 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The object row of each object id, and which ids are live (arrays indexed by the id's
     // number: a million ids).
     let objects = &prepared.objects;
-    let ids = |frame: &DataFrame| -> Result<UInt32Chunked> {
-        Ok(frame
-            .column("xid")
-            .engine("xid")?
-            .u32()
-            .engine("xid")?
-            .clone())
-    };
-    let mut object_of = vec![None; prepared.id_count];
+    let ids = |frame: &DataFrame| number_column(frame, "xid");
+    let object_of = prepared.object_rows_by_id()?;
     let mut live_ids = vec![false; prepared.id_count];
-    for (row, (id, live)) in ids(objects)?
+    for (id, live) in ids(objects)?
         .iter()
-        .zip(flags(objects, "live")?.iter())
-        .enumerate()
+        .zip(flag_column(objects, "live")?.iter())
     {
         if let Some(id) = id {
-            object_of[id as usize].get_or_insert(row as IdxSize);
             live_ids[id as usize] |= live == Some(true);
         }
     }

@@ -29,28 +29,6 @@ pub fn gather_sorted(
     rows.sort(by.to_vec(), Default::default()).engine(doing)
 }
 
-/// A prepared frame's `key_id` column (see `Prepared`).
-pub fn key_ids(frame: &DataFrame) -> Result<UInt32Chunked> {
-    use crate::error::EngineContext;
-    Ok(frame
-        .column("key_id")
-        .engine("key_id")?
-        .u32()
-        .engine("key_id")?
-        .clone())
-}
-
-/// A boolean column of a prepared frame.
-pub fn flags(frame: &DataFrame, name: &str) -> Result<BooleanChunked> {
-    use crate::error::EngineContext;
-    Ok(frame
-        .column(name)
-        .engine(name)?
-        .bool()
-        .engine(name)?
-        .clone())
-}
-
 pub struct ObjectRows {
     pub external_id: Vec<Option<String>>,
     pub key: Vec<Option<String>>,
