@@ -5,14 +5,7 @@ use polars::prelude::*;
 use crate::error::{EngineContext, Result};
 
 pub fn texts(df: &DataFrame, name: &str) -> Result<Vec<Option<String>>> {
-    let column = df
-        .column(name)
-        .engine(name)?
-        .cast(&DataType::String)
-        .engine(name)?;
-    Ok(column
-        .str()
-        .engine(name)?
+    Ok(text_column(df, name)?
         .iter()
         .map(|value| value.map(str::to_string))
         .collect())
@@ -20,34 +13,29 @@ pub fn texts(df: &DataFrame, name: &str) -> Result<Vec<Option<String>>> {
 
 /// Integers, and timestamps as microseconds since the epoch.
 pub fn ints(df: &DataFrame, name: &str) -> Result<Vec<Option<i64>>> {
-    let column = df
-        .column(name)
-        .engine(name)?
-        .cast(&DataType::Int64)
-        .engine(name)?;
-    Ok(column.i64().engine(name)?.iter().collect())
+    Ok(int_column(df, name)?.iter().collect())
 }
 
 /// A text column as polars holds it, for loops that borrow its cells instead of copying them.
 /// A column of another type is cast to text (a text column is not copied).
 pub fn text_column(df: &DataFrame, name: &str) -> Result<StringChunked> {
-    let column = df
-        .column(name)
+    Ok(cast(df, name, &DataType::String)?
+        .str()
         .engine(name)?
-        .cast(&DataType::String)
-        .engine(name)?;
-    Ok(column.str().engine(name)?.clone())
+        .clone())
 }
 
 /// An integer or timestamp column as `i64` (microseconds for timestamps), without copying the
 /// values into a `Vec`.
 pub fn int_column(df: &DataFrame, name: &str) -> Result<Int64Chunked> {
-    let column = df
-        .column(name)
+    Ok(cast(df, name, &DataType::Int64)?
+        .i64()
         .engine(name)?
-        .cast(&DataType::Int64)
-        .engine(name)?;
-    Ok(column.i64().engine(name)?.clone())
+        .clone())
+}
+
+fn cast(df: &DataFrame, name: &str, to: &DataType) -> Result<Column> {
+    df.column(name).engine(name)?.cast(to).engine(name)
 }
 
 /// A `u32` column: the row numbers and the dense key, id and run numbers `prepare` adds.

@@ -45,8 +45,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let first_live = intervals.first_live(&objects)?;
     // The intervals' hash table is not needed past this point: freed before the sort below
     // allocates, it does not add to the peak.
-    intervals.groups = PlHashMap::default();
-    intervals.collided = PlHashMap::default();
+    intervals.forget_keys();
     crate::timing::phase("verdicts:first_live", t);
     let t = std::time::Instant::now();
     let ended = intervals.earlier_tries_ended(tries)?;
@@ -410,6 +409,12 @@ impl<'a> Intervals<'a> {
 
     fn count(&self) -> usize {
         self.groups.len() + self.collided.len()
+    }
+
+    /// Frees the tables that number intervals by key; the tries' numbers stay.
+    fn forget_keys(&mut self) {
+        self.groups = PlHashMap::default();
+        self.collided = PlHashMap::default();
     }
 
     /// Per interval, its first live object: by creation time (NULL first), then id.

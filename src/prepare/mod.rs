@@ -133,6 +133,7 @@ impl Prepared {
         window: ProviderWindow,
     ) -> Result<Prepared> {
         let t = std::time::Instant::now();
+        let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
         let operations = operation_column(config, &attempts, Unnamed::Null)?;
         let attempts_operations_missing = operations.null_count() > 0;
@@ -150,7 +151,8 @@ impl Prepared {
         tries
             .hstack_mut(&audit_interval(&tries)?)
             .engine("audit intervals")?;
-        crate::timing::phase("prepare:tries:intervals", t);
+        crate::timing::phase("prepare:tries:intervals", step);
+        let step = std::time::Instant::now();
         let mut formatted = vec![
             ("iv_start", LABEL_FORMAT.to_string()),
             ("iv_end", LABEL_FORMAT.to_string()),
@@ -167,7 +169,7 @@ impl Prepared {
                 .with_column(times)
                 .engine("formatting interval times")?;
         }
-        crate::timing::phase("prepare:tries:times", t);
+        crate::timing::phase("prepare:tries:times", step);
         let label = interval_label(&tries)?;
         let expected = expected_key(&config.operations, &tries)?;
         let mut tries = tries.drop_many(
@@ -180,6 +182,7 @@ impl Prepared {
             .engine("preparing tries")?;
         crate::timing::phase("prepare:tries", t);
         let t = std::time::Instant::now();
+        let step = std::time::Instant::now();
 
         let (dags, run_ids) = (
             crate::cells::text_column(&tries, "dag_id")?,
@@ -193,9 +196,10 @@ impl Prepared {
             (runs.join().expect("numbering runs does not panic"), journal)
         });
         let journal = journal?;
-        crate::timing::phase("prepare:journal:operations", t);
+        crate::timing::phase("prepare:journal:operations", step);
+        let step = std::time::Instant::now();
         let (run_row, try_row) = journal_tries(&tries, &journal, &runs)?;
-        crate::timing::phase("prepare:journal:tries", t);
+        crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
         let run_numbers = UInt32Chunked::from_iter_options(
             "run_number".into(),

@@ -217,10 +217,15 @@ pub fn attribute(
     let keep_status = Live::new(config);
     let statuses = text(provider, "status")?;
     let created = int(provider, "created_at")?;
+    // The key TTL of each operation that sets its own; the provider's for the others.
+    let ttls: PlHashMap<&str, i64> = config
+        .operations
+        .iter()
+        .filter_map(|op| Some((op.name.as_str(), op.key_ttl?)))
+        .collect();
     let ttl = |operation: Option<&str>| {
         operation
-            .and_then(|name| config.operations.iter().find(|op| op.name == name))
-            .and_then(|op| op.key_ttl)
+            .and_then(|name| ttls.get(name).copied())
             .or(config.provider.key_ttl)
     };
 
@@ -542,22 +547,24 @@ impl<'f> Homes<'f> {
 
     /// The `HOME` columns of the given homes, NULL where there is none.
     fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
-        let rows = |journal: bool| {
-            let rows = homes.iter().map(|home| {
-                home.and_then(|home| match self.at(home) {
-                    (source, row) if std::ptr::eq(source, &self.journal) == journal => {
-                        Some(row as IdxSize)
-                    }
-                    _ => None,
-                })
-            });
-            IdxCa::from_iter_options("home".into(), rows)
-        };
-        let from_journal = homes
+        let journal_height = self.journal.frame.height() as u32;
+        let from_journal: BooleanChunked = homes
             .iter()
-            .map(|home| home.is_some_and(|home| (home as usize) < self.journal.frame.height()))
-            .collect::<BooleanChunked>();
-        let (journal_rows, try_rows) = (rows(true), rows(false));
+            .map(|home| home.is_some_and(|home| home < journal_height))
+            .collect();
+        // The journal's row where the home is one, and the tries' row where it is one of them.
+        let journal_rows = IdxCa::from_iter_options(
+            "home".into(),
+            homes
+                .iter()
+                .map(|home| home.filter(|&home| home < journal_height)),
+        );
+        let try_rows = IdxCa::from_iter_options(
+            "home".into(),
+            homes
+                .iter()
+                .map(|home| home.and_then(|home| home.checked_sub(journal_height))),
+        );
         // Column by column, so only one column's two halves exist at a time.
         HOME.iter()
             .map(|&name| {

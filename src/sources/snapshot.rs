@@ -372,14 +372,15 @@ fn read_parquet(
     skip: &[&str],
 ) -> Result<DataFrame> {
     let file = File::open(path).map_err(|err| Error::io(shown, err))?;
+    let unreadable = |err: PolarsError| {
+        Error::input(
+            Location::source(shown),
+            format!("not a readable Parquet file: {err}"),
+        )
+    };
     let mut reader = ParquetReader::new(file);
     if !skip.is_empty() {
-        let schema = reader.schema().map_err(|err| {
-            Error::input(
-                Location::source(shown),
-                format!("not a readable Parquet file: {err}"),
-            )
-        })?;
+        let schema = reader.schema().map_err(unreadable)?;
         let kept: Vec<String> = schema
             .iter_names()
             .map(|name| name.to_string())
@@ -387,12 +388,7 @@ fn read_parquet(
             .collect();
         reader = reader.with_columns(Some(kept));
     }
-    let df = reader.finish().map_err(|err| {
-        Error::input(
-            Location::source(shown),
-            format!("not a readable Parquet file: {err}"),
-        )
-    })?;
+    let df = reader.finish().map_err(unreadable)?;
     let headers: Vec<String> = df
         .get_column_names()
         .iter()
