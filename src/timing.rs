@@ -10,7 +10,9 @@ use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
 
-/// Prints `onceonly timing: PHASE SECONDS peak-rss KB` when `ONCEONLY_TIMINGS` is set.
+/// Prints `onceonly timing: PHASE SECONDS peak-rss KB cpu SECONDS` when `ONCEONLY_TIMINGS` is
+/// set. `cpu` is the processor time of the whole process so far, all threads: the difference
+/// between two lines over their wall time says how many cores the work between them used.
 pub fn phase(name: &str, since: Instant) {
     if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
         return;
@@ -23,10 +25,23 @@ pub fn phase(name: &str, since: Instant) {
                 .find_map(|line| line.strip_prefix("VmHWM:").map(|kb| kb.trim().to_string()))
         })
         .unwrap_or_else(|| "unknown".into());
+    let cpu = process_cpu().map_or_else(|| "unknown".into(), |cpu| format!("{cpu:.2}s"));
     eprintln!(
-        "onceonly timing: {name} {:.3}s peak-rss {peak}",
+        "onceonly timing: {name} {:.3}s peak-rss {peak} cpu {cpu}",
         since.elapsed().as_secs_f64()
     );
+}
+
+/// User plus system time of the process, from `/proc/self/stat` (clock ticks of 1/100 s).
+fn process_cpu() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after it are counted from its
+    // closing parenthesis: utime and stime are the 12th and 13th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: f64 = fields.next()?.parse().ok()?;
+    let system: f64 = fields.next()?.parse().ok()?;
+    Some((user + system) / 100.0)
 }
 
 /// Prints `onceonly timing: size NAME ROWS rows MiB` (polars' estimate of the frame's memory)

@@ -143,25 +143,18 @@ fn audit_with(
             })
             .collect()
     };
+    // The verdicts do not depend on the findings: they are computed on a thread of their own
+    // while the rules run.
     let started = std::time::Instant::now();
-    let findings = rules::run_all(&prepared, &selected)?;
-    crate::timing::phase("rules", started);
-    let started = std::time::Instant::now();
-    let verdicts = crate::verdicts::compute(&prepared)?;
-    crate::timing::phase("verdicts:compute", started);
-    let mut verdict_counts = BTreeMap::new();
-    for verdict in crate::cells::text_column(&verdicts, "verdict")?
-        .iter()
-        .flatten()
-    {
-        match verdict_counts.get_mut(verdict) {
-            Some(count) => *count += 1,
-            None => {
-                verdict_counts.insert(verdict.to_string(), 1);
-            }
-        }
-    }
-
+    let (findings, verdicts) = std::thread::scope(|threads| {
+        let verdicts = threads.spawn(|| verdicts(&prepared));
+        let findings = rules::run_all(&prepared, &selected);
+        crate::timing::phase("rules", started);
+        let verdicts = verdicts.join().expect("the verdicts thread does not panic");
+        (findings, verdicts)
+    });
+    let findings = findings?;
+    let (verdicts, verdict_counts, (runs, interval_basis)) = verdicts?;
     let mut rules_skipped = Vec::new();
     if prepared.key_ttl.is_none()
         && config.operations.iter().all(|op| op.key_ttl.is_none())
@@ -172,9 +165,6 @@ fn audit_with(
             reason: "no [provider] key_ttl configured".into(),
         });
     }
-    let counting = std::time::Instant::now();
-    let (runs, interval_basis) = runs_and_bases(&prepared)?;
-    crate::timing::phase("verdicts:runs", counting);
     let sources = Table::ALL
         .iter()
         .map(|table| SourceCoverage {
@@ -203,7 +193,6 @@ fn audit_with(
         warnings: tables.warnings.clone(),
     };
     let summary = Summary::new(&findings, verdict_counts);
-    crate::timing::phase("verdicts", started);
     let started = std::time::Instant::now();
     let plan = match fingerprint {
         Some(fingerprint) => {
@@ -387,11 +376,39 @@ pub fn try_bounds(attempts: &DataFrame) -> Result<(Option<i64>, Option<i64>)> {
     Ok((first("from")?, first("to")?))
 }
 
+/// How many runs there are, and how many of them have each interval basis.
+type RunsAndBases = (usize, BTreeMap<String, usize>);
+
+/// Every try's verdict, how many tries had each, and the runs and interval bases the coverage
+/// counts.
+fn verdicts(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>, RunsAndBases)> {
+    let started = std::time::Instant::now();
+    let verdicts = crate::verdicts::compute(prepared)?;
+    crate::timing::phase("verdicts:compute", started);
+    let mut counts = BTreeMap::new();
+    for verdict in crate::cells::text_column(&verdicts, "verdict")?
+        .iter()
+        .flatten()
+    {
+        match counts.get_mut(verdict) {
+            Some(count) => *count += 1,
+            None => {
+                counts.insert(verdict.to_string(), 1);
+            }
+        }
+    }
+    let counting = std::time::Instant::now();
+    let runs = runs_and_bases(prepared)?;
+    crate::timing::phase("verdicts:runs", counting);
+    crate::timing::phase("verdicts", started);
+    Ok((verdicts, counts, runs))
+}
+
 /// How many runs were audited, and how many took their interval from each basis (`unknown`
 /// for none). Every try of a run has its run's basis; a run whose tries disagree is counted
 /// under each basis they give. Runs are told apart by the run numbers prepare gave the tries;
 /// a try with no dag_id or run_id has none, and is counted by its `(dag_id, run_id)` as read.
-fn runs_and_bases(prepared: &Prepared) -> Result<(usize, BTreeMap<String, usize>)> {
+fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
     let tries = &prepared.tries;
     let numbers = crate::cells::number_column(tries, "run_number")?;
     let text = |name: &str| crate::cells::text_column(tries, name);

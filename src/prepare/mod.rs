@@ -188,17 +188,21 @@ impl Prepared {
             crate::cells::text_column(&tries, "dag_id")?,
             crate::cells::text_column(&tries, "run_id")?,
         );
-        // The runs are numbered on a thread of their own while the journal's operations are
-        // named.
-        let (runs, journal) = std::thread::scope(|threads| {
-            let runs = threads.spawn(|| Runs::of(&dags, &run_ids));
+        // The runs are numbered and the tries indexed on a thread of their own while the
+        // journal's operations are named.
+        let (indexed, journal) = std::thread::scope(|threads| {
+            let indexed = threads.spawn(|| Ok((Runs::of(&dags, &run_ids), TryIndex::new(&tries)?)));
             let journal = name_journal_operations(config, journal);
-            (runs.join().expect("numbering runs does not panic"), journal)
+            (
+                indexed.join().expect("indexing tries does not panic"),
+                journal,
+            )
         });
-        let journal = journal?;
+        let ((runs, index), journal) = (indexed?, journal?);
         crate::timing::phase("prepare:journal:operations", step);
         let step = std::time::Instant::now();
-        let (run_row, try_row) = journal_tries(&tries, &journal, &runs)?;
+        let (run_row, try_row) = journal_tries(&journal, &index, &runs)?;
+        drop(index);
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
         let run_numbers = UInt32Chunked::from_iter_options(
@@ -323,26 +327,94 @@ impl<'a> Runs<'a> {
     }
 }
 
+/// The audited tries by their `TRY` columns, for journal rows to find their own. The table
+/// holds only each try's row and is probed with a hash of the five values, each candidate
+/// checked against its row's own cells: four bytes a try, where a map keyed by the values
+/// took forty, and a journal row costs one hash of its strings and one probe.
+struct TryIndex {
+    table: hashbrown::HashTable<IdxSize>,
+    hasher: PlRandomState,
+    cells: TryCells,
+}
+
+/// The `TRY` columns of the tries, each one array.
+struct TryCells {
+    dag: TextArray,
+    run: TextArray,
+    task: TextArray,
+    map: IntArray,
+    number: IntArray,
+}
+
+type TextArray = <StringType as PolarsDataType>::Array;
+type IntArray = <Int64Type as PolarsDataType>::Array;
+
+/// One try's `TRY` values, as a journal row gives them.
+type TryKey<'a> = (&'a str, &'a str, &'a str, i64, i64);
+
+impl TryCells {
+    /// The values of a try in the table (none of them NULL).
+    fn key(&self, row: IdxSize) -> TryKey<'_> {
+        let row = row as usize;
+        (
+            self.dag.value(row),
+            self.run.value(row),
+            self.task.value(row),
+            self.map.value(row),
+            self.number.value(row),
+        )
+    }
+}
+
+impl TryIndex {
+    /// Tries with a NULL among their `TRY` values are left out: no journal row can name them.
+    /// Of tries with the same values, the first is the one found.
+    fn new(tries: &DataFrame) -> Result<TryIndex> {
+        use std::hash::BuildHasher;
+        let keys = TryKeys::of(tries)?;
+        let text = |column: &StringChunked| column.rechunk().downcast_as_array().clone();
+        let int = |column: &Int64Chunked| column.rechunk().downcast_as_array().clone();
+        let cells = TryCells {
+            dag: text(&keys.dag),
+            run: text(&keys.run),
+            task: text(&keys.task),
+            map: int(&keys.map),
+            number: int(&keys.number),
+        };
+        let hasher = PlRandomState::default();
+        let mut table = hashbrown::HashTable::with_capacity(tries.height());
+        for (row, key) in keys.rows().enumerate() {
+            let (Some(dag), Some(run), Some(task), Some(map), Some(number)) = key else {
+                continue;
+            };
+            let key = (dag, run, task, map, number);
+            let hash = hasher.hash_one(key);
+            if table.find(hash, |&row| cells.key(row) == key).is_none() {
+                let rehash = |&row: &IdxSize| hasher.hash_one(cells.key(row));
+                table.insert_unique(hash, row as IdxSize, rehash);
+            }
+        }
+        Ok(TryIndex {
+            table,
+            hasher,
+            cells,
+        })
+    }
+
+    fn get(&self, key: TryKey<'_>) -> Option<IdxSize> {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |&row| self.cells.key(row) == key)
+            .copied()
+    }
+}
+
 /// For each journal row, a row of `tries` in its run (`dag_id`, `run_id`) and the row of its
 /// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
-/// interval and their try, as hash lookups (split over two threads) instead of joins on
-/// string columns. Tries are found by their run's number, task, map index and try number,
-/// so each lookup hashes the task name and integers rather than three strings.
-fn journal_tries(
-    tries: &DataFrame,
-    journal: &DataFrame,
-    runs: &Runs<'_>,
-) -> Result<(IdxCa, IdxCa)> {
-    let keys = TryKeys::of(tries)?;
-    let mut by_try: PlHashMap<(u32, &str, i64, i64), IdxSize> =
-        PlHashMap::with_capacity(tries.height());
-    for (row, (key, &run)) in keys.rows().zip(&runs.of_try).enumerate() {
-        if let (false, Some(task), Some(map), Some(number)) = (run == NONE, key.2, key.3, key.4) {
-            by_try
-                .entry((run, task, map, number))
-                .or_insert(row as IdxSize);
-        }
-    }
+/// interval and their try, as lookups split over two threads instead of joins on string
+/// columns.
+fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs<'_>) -> Result<(IdxCa, IdxCa)> {
     let rows = TryKeys::of(journal)?;
     // (run row, try row) of each journal row. A row of its own try is a row of its run; rows
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
@@ -355,18 +427,18 @@ fn journal_tries(
             .map(|key| match previous {
                 Some((before, found)) if before == key => found,
                 _ => {
-                    let run = match (key.0, key.1) {
-                        (Some(dag), Some(run)) => runs.numbers.get(&(dag, run)).copied(),
-                        _ => None,
-                    };
-                    let own = match (run, key.2, key.3, key.4) {
-                        (Some(run), Some(task), Some(map), Some(number)) => {
-                            by_try.get(&(run, task, map, number)).copied()
+                    let own = match key {
+                        (Some(dag), Some(run), Some(task), Some(map), Some(number)) => {
+                            index.get((dag, run, task, map, number))
                         }
                         _ => None,
                     };
+                    let run = || match (key.0, key.1) {
+                        (Some(dag), Some(run)) => runs.numbers.get(&(dag, run)).copied(),
+                        _ => None,
+                    };
                     let found = (
-                        own.or_else(|| run.map(|run| runs.first_rows[run as usize])),
+                        own.or_else(|| run().map(|run| runs.first_rows[run as usize])),
                         own,
                     );
                     previous = Some((key, found));

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::Table;
 use crate::sources::Tables;
-use crate::sources::snapshot::{self, Mapping};
+use crate::sources::snapshot;
 
 pub const MANIFEST: &str = "manifest.json";
 const FORMAT_VERSION: u32 = 1;
@@ -155,8 +155,7 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
             "content_hash does not match the tables' hashes",
         ));
     }
-    let mut frames = Vec::new();
-    let mut origins = Vec::new();
+    let mut entries = Vec::new();
     for table in Table::ALL {
         let entry = manifest.tables.get(table.name()).ok_or_else(|| {
             Error::input(
@@ -170,33 +169,28 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
                 format!("file name {:?} leaves the snapshot folder", entry.file),
             ));
         }
-        let path = dir.join(&entry.file);
-        let bytes =
-            std::fs::read(&path).map_err(|err| Error::io(path.display().to_string(), err))?;
-        if sha256_hex(&bytes) != entry.sha256 {
-            return Err(Error::input(
-                Location::source(path.display().to_string()),
-                "the file changed since the snapshot was saved (its SHA-256 differs from the manifest's)",
-            ));
-        }
-        let frame = if table == Table::Provider && !raw {
-            snapshot::read_parquet_without(&path, table, &["raw"])?
-        } else {
-            snapshot::read(&path, table, &Mapping::default())?
-        };
-        if frame.height() != entry.rows {
-            return Err(Error::input(
-                Location::source(path.display().to_string()),
-                format!("{} rows, the manifest says {}", frame.height(), entry.rows),
-            ));
-        }
-        frames.push(frame);
-        // Named as when it was read, so the audit from the snapshot is byte for byte the same.
-        origins.push(entry.source.clone());
+        entries.push((table, entry));
     }
+    // The tables are read, checked and decoded each on a thread of its own; the first error in
+    // table order is the one reported.
+    let mut frames = std::thread::scope(|threads| {
+        let reading: Vec<_> = entries
+            .iter()
+            .map(|&(table, entry)| threads.spawn(move || read_table(dir, table, entry, raw)))
+            .collect();
+        reading
+            .into_iter()
+            .map(|thread| thread.join().expect("reading a table does not panic"))
+            .collect::<Result<Vec<DataFrame>>>()
+    })?;
+    let origins: Vec<String> = entries
+        .iter()
+        .map(|(_, entry)| entry.source.clone())
+        .collect();
     let provider = frames.pop().expect("three tables");
     let journal = frames.pop().expect("three tables");
     let attempts = frames.pop().expect("three tables");
+    // Named as when they were read, so the audit from the snapshot is byte for byte the same.
     let origins: [String; 3] = origins.try_into().expect("three tables");
     Ok((
         Tables {
@@ -223,4 +217,31 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
         },
         manifest,
     ))
+}
+
+/// One table of a snapshot: its file's bytes, checked against the manifest's SHA-256, then
+/// decoded (the very bytes that were checked, not the file read again) and counted.
+fn read_table(dir: &Path, table: Table, entry: &TableEntry, raw: bool) -> Result<DataFrame> {
+    let path = dir.join(&entry.file);
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(&path).map_err(|err| Error::io(&shown, err))?;
+    if sha256_hex(&bytes) != entry.sha256 {
+        return Err(Error::input(
+            Location::source(&shown),
+            "the file changed since the snapshot was saved (its SHA-256 differs from the manifest's)",
+        ));
+    }
+    let skip: &[&str] = if table == Table::Provider && !raw {
+        &["raw"]
+    } else {
+        &[]
+    };
+    let frame = snapshot::read_parquet_bytes(&bytes, &shown, table, skip)?;
+    if frame.height() != entry.rows {
+        return Err(Error::input(
+            Location::source(&shown),
+            format!("{} rows, the manifest says {}", frame.height(), entry.rows),
+        ));
+    }
+    Ok(frame)
 }

@@ -53,7 +53,7 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
     match extension.as_str() {
         "csv" => read_csv(path, &shown, table, mapping),
         "ndjson" | "jsonl" => read_ndjson(path, &shown, table, mapping),
-        "parquet" => read_parquet(path, &shown, table, mapping, &[]),
+        "parquet" => read_parquet(path, &shown, table, mapping),
         other => Err(Error::input(
             Location::source(&shown),
             format!("unknown snapshot format `.{other}` (use .csv, .ndjson or .parquet)"),
@@ -359,26 +359,42 @@ fn read_ndjson(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Res
 
 /// A Parquet snapshot without the columns in `skip` (which must be nullable: they come back
 /// as NULL), for reads that will not use them.
-pub fn read_parquet_without(path: &Path, table: Table, skip: &[&str]) -> Result<DataFrame> {
-    let shown = path.display().to_string();
-    read_parquet(path, &shown, table, &Mapping::default(), skip)
+/// A canonical table from Parquet held in memory (a snapshot's file, once its hash is
+/// checked), without the columns in `skip`.
+pub fn read_parquet_bytes(
+    bytes: &[u8],
+    shown: &str,
+    table: Table,
+    skip: &[&str],
+) -> Result<DataFrame> {
+    parquet_frame(
+        std::io::Cursor::new(bytes),
+        shown,
+        table,
+        &Mapping::default(),
+        skip,
+    )
 }
 
-fn read_parquet(
-    path: &Path,
+fn read_parquet(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Result<DataFrame> {
+    let file = File::open(path).map_err(|err| Error::io(shown, err))?;
+    parquet_frame(file, shown, table, mapping, &[])
+}
+
+fn parquet_frame(
+    source: impl polars::io::mmap::MmapBytesReader,
     shown: &str,
     table: Table,
     mapping: &Mapping,
     skip: &[&str],
 ) -> Result<DataFrame> {
-    let file = File::open(path).map_err(|err| Error::io(shown, err))?;
     let unreadable = |err: PolarsError| {
         Error::input(
             Location::source(shown),
             format!("not a readable Parquet file: {err}"),
         )
     };
-    let mut reader = ParquetReader::new(file);
+    let mut reader = ParquetReader::new(source);
     if !skip.is_empty() {
         let schema = reader.schema().map_err(unreadable)?;
         let kept: Vec<String> = schema
