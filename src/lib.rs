@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod identity;
 pub mod keys;
+pub mod memory;
 pub mod model;
 pub mod output;
 pub mod plan;

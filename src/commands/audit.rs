@@ -124,6 +124,9 @@ fn audit_with(
             .engine("filtering objects by dag")?;
         prepared.objects = keep;
     }
+    // What preparing freed goes back before the rules and the verdicts allocate on threads of
+    // their own.
+    crate::memory::release_free();
     crate::timing::phase("prepare", started);
     crate::timing::size("tries", &prepared.tries);
     crate::timing::size("journal (prepared)", &prepared.journal);

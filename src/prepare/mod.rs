@@ -132,6 +132,28 @@ impl Prepared {
         provider: &DataFrame,
         window: ProviderWindow,
     ) -> Result<Prepared> {
+        // The sources' keys and ids are numbered on threads of their own while the tries and
+        // the journal are prepared.
+        let columns = objects::SourceColumns::of(all_journal, provider)?;
+        std::thread::scope(|threads| {
+            let numbering = threads.spawn(|| objects::SourceNumbers::of(&columns));
+            let (tries, journal, run_count) = Self::tries_and_journal(config, attempts, journal)?;
+            let numbers = numbering
+                .join()
+                .expect("numbering the sources does not panic");
+            let t = std::time::Instant::now();
+            let attributed =
+                objects::attribute(config, &tries, &journal, all_journal, provider, numbers)?;
+            Self::finish(config, tries, journal, attributed, window, run_count, t)
+        })
+    }
+
+    /// The prepared tries and journal, and how many runs the tries have.
+    fn tries_and_journal(
+        config: &Config,
+        attempts: &DataFrame,
+        journal: &DataFrame,
+    ) -> Result<(DataFrame, DataFrame, usize)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
@@ -227,9 +249,19 @@ impl Prepared {
             .with_column(try_row.with_name("try_row".into()).into_column())
             .engine("journal tries")?;
         crate::timing::phase("prepare:journal", t);
-        let t = std::time::Instant::now();
+        Ok((tries, journal, run_count))
+    }
 
-        let attributed = objects::attribute(config, &tries, &journal, all_journal, provider)?;
+    /// The frames with the key and id numbers of the tries and the journal.
+    fn finish(
+        config: &Config,
+        tries: DataFrame,
+        journal: DataFrame,
+        attributed: objects::Attributed,
+        window: ProviderWindow,
+        run_count: usize,
+        t: std::time::Instant,
+    ) -> Result<Prepared> {
         let ids = |name: &str, ids: Vec<u32>| {
             UInt32Chunked::from_iter_options(
                 name.into(),

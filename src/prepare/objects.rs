@@ -89,6 +89,71 @@ fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
 }
 
+/// The text columns of the sources whose cells are numbered: the whole journal's keys and
+/// object ids, and the objects'.
+pub struct SourceColumns {
+    all_keys: StringChunked,
+    all_ids: StringChunked,
+    object_keys: StringChunked,
+    object_ids: StringChunked,
+}
+
+impl SourceColumns {
+    pub fn of(all_journal: &DataFrame, provider: &DataFrame) -> Result<SourceColumns> {
+        let text = crate::cells::text_column;
+        Ok(SourceColumns {
+            all_keys: text(all_journal, "op_key")?,
+            all_ids: text(all_journal, "external_id")?,
+            object_keys: text(provider, "op_key")?,
+            object_ids: text(provider, "external_id")?,
+        })
+    }
+}
+
+/// The numbers that need only the sources, not the prepared tries: every object id, and the
+/// keys of the whole journal and of the objects (numbered first, so a key's number does not
+/// depend on the tries). `Prepared::build` computes them on threads of their own while it
+/// prepares the tries and the journal.
+pub struct SourceNumbers<'a> {
+    columns: &'a SourceColumns,
+    keys: Numbers<'a>,
+    all_key: Vec<u32>,
+    object_key: Vec<u32>,
+    ids: Numbers<'a>,
+    all_id: Vec<u32>,
+    object_id: Vec<u32>,
+}
+
+impl<'a> SourceNumbers<'a> {
+    /// Keys on one thread and ids on another.
+    pub fn of(columns: &'a SourceColumns) -> SourceNumbers<'a> {
+        let t = std::time::Instant::now();
+        let numbered = std::thread::scope(|threads| {
+            let ids = threads.spawn(|| {
+                let mut ids = Numbers::default();
+                let journal = ids.add(&columns.all_ids);
+                let objects = ids.add(&columns.object_ids);
+                (ids, journal, objects)
+            });
+            let mut keys = Numbers::default();
+            let all_key = keys.add(&columns.all_keys);
+            let object_key = keys.add(&columns.object_keys);
+            let (ids, all_id, object_id) = ids.join().expect("numbering ids does not panic");
+            SourceNumbers {
+                columns,
+                keys,
+                all_key,
+                object_key,
+                ids,
+                all_id,
+                object_id,
+            }
+        });
+        crate::timing::phase("prepare:sources:intern", t);
+        numbered
+    }
+}
+
 /// Gives every provider object its key, operation and interval (see `Prepared::build`):
 ///
 /// * `live`: its status is not one of the configured void statuses (case-insensitive);
@@ -108,6 +173,7 @@ pub fn attribute(
     journal: &DataFrame,
     all_journal: &DataFrame,
     provider: &DataFrame,
+    sources: SourceNumbers<'_>,
 ) -> Result<Attributed> {
     let text = crate::cells::text_column;
     let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
@@ -115,41 +181,33 @@ pub fn attribute(
             .rechunk()
             .into_owned())
     };
-    let all_keys = text(all_journal, "op_key")?;
-    let all_ids = text(all_journal, "external_id")?;
+    let SourceNumbers {
+        columns,
+        keys,
+        all_key,
+        object_key,
+        ids: id_map,
+        all_id,
+        object_id,
+    } = sources;
+    let all_keys = &columns.all_keys;
+    let object_keys = &columns.object_keys;
     let journal_keys = text(journal, "op_key")?;
-    let object_keys = text(provider, "op_key")?;
-    let object_ids = text(provider, "external_id")?;
     let try_keys = text(tries, "expected_key")?;
     // The audited journal is the whole journal unless --dag or a window cut it down: then its
     // cells are the whole journal's own (the same memory), not a copy.
-    let whole_journal = same_cells(&journal_keys, &all_keys);
+    let whole_journal = same_cells(&journal_keys, all_keys);
     let t = std::time::Instant::now();
-
-    let ((keys, key_count), (ids, id_map)) = std::thread::scope(|threads| {
-        let ids = threads.spawn(|| {
-            let mut ids = Numbers::default();
-            let journal = ids.add(&all_ids);
-            let objects = ids.add(&object_ids);
-            ((journal, objects), ids)
-        });
-        let mut keys = Numbers::default();
-        let all = keys.add(&all_keys);
-        let objects = keys.add(&object_keys);
-        let tries = keys.add(&try_keys);
-        let journal = if whole_journal {
-            all.clone()
-        } else {
-            keys.add(&journal_keys)
-        };
-        let count = keys.len();
-        (
-            ((all, objects, tries, journal), count),
-            ids.join().expect("the interning thread does not panic"),
-        )
-    });
-    let (all_key, object_key, try_key, journal_key) = keys;
-    let (all_id, object_id) = ids;
+    // The keys of the tries and of a cut-down journal join the sources' numbering; the map
+    // now borrows from their columns too.
+    let mut keys: Numbers<'_> = keys;
+    let try_key = keys.add(&try_keys);
+    let journal_key = if whole_journal {
+        all_key.clone()
+    } else {
+        keys.add(&journal_keys)
+    };
+    let key_count = keys.len();
     let id_count = id_map.len();
 
     let interned = if whole_journal {
@@ -313,7 +371,7 @@ pub fn attribute(
         intents,
         home,
     ));
-    drop((object_key, object_id, id_map));
+    drop((object_key, object_id, id_map, keys));
     let t = std::time::Instant::now();
     let mut objects = provider.drop("raw").unwrap_or_else(|_| provider.clone());
     // Usually every object is kept: the frame is then shared, not copied by the filter.
@@ -329,8 +387,17 @@ pub fn attribute(
     objects
         .rename("interval_end", "provider_interval_end".into())
         .engine("attributing provider objects")?;
-    let mut columns = out.columns(&homes)?;
-    columns.extend(creators(&out, all_journal)?);
+    // The creators' columns are taken on a thread of their own while the others are built.
+    let (columns, creators) = std::thread::scope(|threads| {
+        let creators = threads.spawn(|| creators(&out, all_journal));
+        let columns = out.columns(&homes);
+        (
+            columns,
+            creators.join().expect("taking the creators does not panic"),
+        )
+    });
+    let mut columns = columns?;
+    columns.extend(creators?);
     objects
         .hstack_mut(&columns)
         .engine("attributing provider objects")?;
