@@ -35,13 +35,20 @@ pub const VERDICTS: [&str; 7] = [
 pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let tries = &prepared.tries;
     let t = std::time::Instant::now();
-    let journal = Journal::of(prepared)?;
-    crate::timing::phase("verdicts:journal", t);
+    // The intervals are numbered on a thread of their own while the journal and the objects
+    // are read.
+    let (journal, objects, intervals) = std::thread::scope(|threads| {
+        let intervals = threads.spawn(|| Intervals::of(tries));
+        let journal = Journal::of(prepared);
+        let objects = Objects::of(prepared);
+        let intervals = intervals
+            .join()
+            .expect("numbering intervals does not panic");
+        (journal, objects, intervals)
+    });
+    let (journal, objects, mut intervals) = (journal?, objects?, intervals?);
+    crate::timing::phase("verdicts:intervals", t);
     let t = std::time::Instant::now();
-    let objects = Objects::of(prepared)?;
-    crate::timing::phase("verdicts:objects", t);
-    let t = std::time::Instant::now();
-    let mut intervals = Intervals::of(tries)?;
     let first_live = intervals.first_live(&objects)?;
     // The intervals' hash table is not needed past this point: freed before the sort below
     // allocates, it does not add to the peak.
@@ -52,102 +59,38 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     crate::timing::phase("verdicts:ended", t);
     let t = std::time::Instant::now();
 
-    let int = |name: &str| crate::cells::int_column(tries, name);
-    let (start, end, iv_start) = (int("start_date")?, int("end_date")?, int("iv_start")?);
-    let expected = crate::cells::text_column(tries, "expected_key")?;
-    let expected_key = crate::cells::number_column(tries, "key_id")?
-        .rechunk()
-        .into_owned();
-    let states = crate::cells::text_column(tries, "state")?;
-
-    let mut op_key = StringChunkedBuilder::new("op_key".into(), tries.height());
-    let mut external_id = StringChunkedBuilder::new("external_id".into(), tries.height());
-    let mut verdicts = StringChunkedBuilder::new("verdict".into(), tries.height());
-    for row in 0..tries.height() {
-        let rows = journal.of_try.get(row).copied().unwrap_or_default();
-        // The try's key: that of its first journal row, else the expected one.
-        let (key_text, key) = match rows.first.map(|r| journal.key(r)) {
-            Some((Some(text), key)) => (Some(text), key),
-            _ => (expected.get(row), expected_key.get(row).unwrap_or(NONE)),
-        };
-        let committed = rows.committed.map(|r| {
-            let object = journal.object(r, &objects);
-            (journal.external_id.get(r as usize), object)
-        });
-        // The earliest object it created under its key while it ran.
-        let created = match (key, start.get(row)) {
-            (NONE, _) | (_, None) => None,
-            (key, Some(started)) => objects
-                .with_key(key)
-                .iter()
-                .copied()
-                .filter(|&object| {
-                    objects.created.get(object as usize).is_some_and(|created| {
-                        created + crate::prepare::ROUNDING > started
-                            && end.get(row).is_none_or(|ended| created <= ended)
-                    })
-                })
-                .min_by_key(|&object| objects.order(object)),
-        };
-        let committed_created = committed
-            .and_then(|(_, object)| object)
-            .and_then(|object| objects.created.get(object as usize));
-        let committed_interval = committed
-            .and_then(|(_, object)| object)
-            .and_then(|object| objects.iv_start.get(object as usize));
-        let created_id = created.and_then(|object| objects.ids.get(object as usize));
-        let created_created = created.and_then(|object| objects.created.get(object as usize));
-        let object = committed.and_then(|(id, _)| id).or(created_id);
-        let created_at = committed_created.or(created_created);
-
-        // A duplicate: a live object of the interval already existed when this one was created.
-        let first = intervals.of_try[row]
-            .and_then(|group| first_live[group as usize])
-            .map(|first| {
-                (
-                    objects.ids.get(first as usize),
-                    objects.created.get(first as usize),
-                )
-            });
-        let is_later_duplicate = match (first, object, created_at) {
-            (Some((Some(first_id), Some(first_created))), Some(object), Some(created_at)) => {
-                first_id != object && first_created < created_at
-            }
-            _ => false,
-        };
-        let failed_state = states
-            .get(row)
-            .map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"));
-        // An object of another interval (a key collision, K003) is not this interval's replay.
-        let own_interval = match committed_interval {
-            None => true,
-            Some(interval) => iv_start.get(row) == Some(interval),
-        };
-        let replayed = rows.reconciled
-            || matches!((committed_created, ended[row]), (Some(c), Some(e)) if c <= e);
-        let verdict = if committed.is_some() && own_interval && replayed {
-            "reconciled"
-        } else if committed.is_some() && is_later_duplicate {
-            "duplicate"
-        } else if committed.is_some() {
-            "committed"
-        } else if created.is_some() && is_later_duplicate {
-            "duplicate"
-        } else if created.is_some() {
-            "lost-response"
-        } else if rows.intent && !rows.failed && failed_state == Some(false) {
-            "intent-only"
-        } else if rows.failed || failed_state == Some(true) {
-            "failed-before-effect"
-        } else if rows.intent {
-            "intent-only"
-        } else {
-            "no-operation"
-        };
-        op_key.append_option(key_text);
-        external_id.append_option(object);
-        verdicts.append_value(verdict);
-    }
+    let int = |name: &str| -> Result<Int64Chunked> {
+        Ok(crate::cells::int_column(tries, name)?
+            .rechunk()
+            .into_owned())
+    };
+    let facts = Facts {
+        journal,
+        objects,
+        intervals,
+        first_live,
+        ended,
+        start: int("start_date")?,
+        end: int("end_date")?,
+        iv_start: int("iv_start")?,
+        expected: crate::cells::text_column(tries, "expected_key")?
+            .rechunk()
+            .into_owned(),
+        expected_key: crate::cells::number_column(tries, "key_id")?
+            .rechunk()
+            .into_owned(),
+        states: crate::cells::text_column(tries, "state")?
+            .rechunk()
+            .into_owned(),
+    };
+    // The tries are judged in two halves, one on a thread of its own.
+    let half = tries.height() / 2;
+    let (mut judged, rest) = std::thread::scope(|threads| {
+        let rest = threads.spawn(|| facts.judge(half..tries.height()));
+        let first = facts.judge(0..half);
+        (first, rest.join().expect("judging tries does not panic"))
+    });
+    judged.append(rest)?;
 
     crate::timing::phase("verdicts:tries", t);
     let mut out = tries
@@ -168,12 +111,160 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         ])
         .engine("computing verdicts")?;
     out.hstack_mut(&[
-        op_key.finish().into_column(),
-        external_id.finish().into_column(),
-        verdicts.finish().into_column(),
+        judged.op_key.into_column(),
+        judged.external_id.into_column(),
+        judged.verdict.into_column(),
     ])
     .engine("computing verdicts")?;
     Ok(out)
+}
+
+/// What the verdicts are drawn from.
+struct Facts<'a> {
+    journal: Journal,
+    objects: Objects,
+    intervals: Intervals<'a>,
+    first_live: Vec<Option<u32>>,
+    ended: Vec<Option<i64>>,
+    start: Int64Chunked,
+    end: Int64Chunked,
+    iv_start: Int64Chunked,
+    expected: StringChunked,
+    expected_key: UInt32Chunked,
+    states: StringChunked,
+}
+
+/// The key, the object and the verdict of a range of tries.
+struct Judged {
+    op_key: StringChunked,
+    external_id: StringChunked,
+    verdict: StringChunked,
+}
+
+impl Judged {
+    fn append(&mut self, other: Judged) -> Result<()> {
+        self.op_key
+            .append(&other.op_key)
+            .engine("computing verdicts")?;
+        self.external_id
+            .append(&other.external_id)
+            .engine("computing verdicts")?;
+        self.verdict
+            .append(&other.verdict)
+            .engine("computing verdicts")?;
+        Ok(())
+    }
+}
+
+impl Facts<'_> {
+    fn judge(&self, rows: std::ops::Range<usize>) -> Judged {
+        let Facts {
+            journal,
+            objects,
+            intervals,
+            first_live,
+            ended,
+            start,
+            end,
+            iv_start,
+            expected,
+            expected_key,
+            states,
+        } = self;
+        let mut op_key = StringChunkedBuilder::new("op_key".into(), rows.len());
+        let mut external_id = StringChunkedBuilder::new("external_id".into(), rows.len());
+        let mut verdicts = StringChunkedBuilder::new("verdict".into(), rows.len());
+        for row in rows {
+            let rows = journal.of_try.get(row).copied().unwrap_or_default();
+            // The try's key: that of its first journal row, else the expected one.
+            let (key_text, key) = match rows.first.map(|r| journal.key(r)) {
+                Some((Some(text), key)) => (Some(text), key),
+                _ => (expected.get(row), expected_key.get(row).unwrap_or(NONE)),
+            };
+            let committed = rows.committed.map(|r| {
+                let object = journal.object(r, objects);
+                (journal.external_id.get(r as usize), object)
+            });
+            // The earliest object it created under its key while it ran.
+            let created = match (key, start.get(row)) {
+                (NONE, _) | (_, None) => None,
+                (key, Some(started)) => objects
+                    .with_key(key)
+                    .iter()
+                    .copied()
+                    .filter(|&object| {
+                        objects.created.get(object as usize).is_some_and(|created| {
+                            created + crate::prepare::ROUNDING > started
+                                && end.get(row).is_none_or(|ended| created <= ended)
+                        })
+                    })
+                    .min_by_key(|&object| objects.order(object)),
+            };
+            let committed_created = committed
+                .and_then(|(_, object)| object)
+                .and_then(|object| objects.created.get(object as usize));
+            let committed_interval = committed
+                .and_then(|(_, object)| object)
+                .and_then(|object| objects.iv_start.get(object as usize));
+            let created_id = created.and_then(|object| objects.ids.get(object as usize));
+            let created_created = created.and_then(|object| objects.created.get(object as usize));
+            let object = committed.and_then(|(id, _)| id).or(created_id);
+            let created_at = committed_created.or(created_created);
+
+            // A duplicate: a live object of the interval already existed when this one was created.
+            let first = intervals.of_try[row]
+                .and_then(|group| first_live[group as usize])
+                .map(|first| {
+                    (
+                        objects.ids.get(first as usize),
+                        objects.created.get(first as usize),
+                    )
+                });
+            let is_later_duplicate = match (first, object, created_at) {
+                (Some((Some(first_id), Some(first_created))), Some(object), Some(created_at)) => {
+                    first_id != object && first_created < created_at
+                }
+                _ => false,
+            };
+            let failed_state = states
+                .get(row)
+                .map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"));
+            // An object of another interval (a key collision, K003) is not this interval's replay.
+            let own_interval = match committed_interval {
+                None => true,
+                Some(interval) => iv_start.get(row) == Some(interval),
+            };
+            let replayed = rows.reconciled
+                || matches!((committed_created, ended[row]), (Some(c), Some(e)) if c <= e);
+            let verdict = if committed.is_some() && own_interval && replayed {
+                "reconciled"
+            } else if committed.is_some() && is_later_duplicate {
+                "duplicate"
+            } else if committed.is_some() {
+                "committed"
+            } else if created.is_some() && is_later_duplicate {
+                "duplicate"
+            } else if created.is_some() {
+                "lost-response"
+            } else if rows.intent && !rows.failed && failed_state == Some(false) {
+                "intent-only"
+            } else if rows.failed || failed_state == Some(true) {
+                "failed-before-effect"
+            } else if rows.intent {
+                "intent-only"
+            } else {
+                "no-operation"
+            };
+            op_key.append_option(key_text);
+            external_id.append_option(object);
+            verdicts.append_value(verdict);
+        }
+        Judged {
+            op_key: op_key.finish(),
+            external_id: external_id.finish(),
+            verdict: verdicts.finish(),
+        }
+    }
 }
 
 /// What a try's journal rows say, in the order they were recorded (NULL times first, then
@@ -317,10 +408,13 @@ struct Intervals<'a> {
 
 struct IntervalParts {
     operation: Vec<u32>,
-    map_index: Int64Chunked,
-    iv_start: Int64Chunked,
-    iv_end: Int64Chunked,
+    map_index: IntArray,
+    iv_start: IntArray,
+    iv_end: IntArray,
 }
+
+/// One array of integers: read by row without finding the row's chunk first.
+type IntArray = <Int64Type as PolarsDataType>::Array;
 
 impl IntervalParts {
     fn key(&self, row: usize) -> IntervalKey {
@@ -358,10 +452,11 @@ impl<'a> Intervals<'a> {
             .str()
             .engine("operation")?;
         let mut operations = crate::prepare::Numbers::default();
-        let int = |name: &str| -> Result<Int64Chunked> {
+        let int = |name: &str| -> Result<IntArray> {
             Ok(crate::cells::int_column(tries, name)?
                 .rechunk()
-                .into_owned())
+                .downcast_as_array()
+                .clone())
         };
         let parts = IntervalParts {
             operation: operations.add(operation),
@@ -371,7 +466,7 @@ impl<'a> Intervals<'a> {
         };
         let mut intervals = Intervals {
             operations,
-            groups: PlHashMap::default(),
+            groups: PlHashMap::with_capacity(tries.height()),
             collided: PlHashMap::default(),
             hasher: PlRandomState::default(),
             parts,
@@ -418,31 +513,40 @@ impl<'a> Intervals<'a> {
     }
 
     /// Per interval, its first live object: by creation time (NULL first), then id.
+    ///
+    /// An object's interval is that of the try `interval_try` names where prepare found one;
+    /// only the others are looked up by their operation interval.
     fn first_live(&mut self, objects: &Objects) -> Result<Vec<Option<u32>>> {
         let frame = &objects.frame;
         let int = |name: &str| crate::cells::int_column(frame, name);
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
         let operation = crate::cells::text_column(frame, "operation")?;
-        let operation = self.operations.find(&operation);
-        let live = frame
-            .column("live")
-            .engine("live")?
-            .bool()
-            .engine("live")?
-            .clone();
+        let interval_try = crate::cells::number_column(frame, "interval_try")?;
+        let live = crate::cells::flag_column(frame, "live")?;
         let mut first: Vec<Option<u32>> = vec![None; self.count()];
-        let rows = operation
-            .iter()
-            .zip(map_index.iter())
-            .zip(iv_start.iter().zip(iv_end.iter()))
-            .zip(live.iter());
-        for (row, (((&op, map), (start, end)), live)) in rows.enumerate() {
-            if live != Some(true) || [map, start, end].contains(&None) || op == NONE {
+        for (row, (interval_try, live)) in interval_try.iter().zip(live.iter()).enumerate() {
+            if live != Some(true) {
                 continue;
             }
-            let Some(group) = self.group(interval_key(op, map, start, end), None) else {
-                continue;
+            let group = match interval_try {
+                Some(try_row) => self.of_try[try_row as usize],
+                None => {
+                    let parts = (
+                        operation.get(row),
+                        map_index.get(row),
+                        iv_start.get(row),
+                        iv_end.get(row),
+                    );
+                    let (Some(op), map @ Some(_), start @ Some(_), end @ Some(_)) = parts else {
+                        continue;
+                    };
+                    match self.operations.get(op) {
+                        NONE => None,
+                        op => self.group(interval_key(op, map, start, end), None),
+                    }
+                }
             };
+            let Some(group) = group else { continue };
             let slot = &mut first[group as usize];
             let row = row as u32;
             if slot.is_none_or(|current| objects.order(row) < objects.order(current)) {

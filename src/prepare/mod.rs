@@ -322,7 +322,7 @@ struct Runs<'a> {
 
 impl<'a> Runs<'a> {
     fn of(dags: &'a StringChunked, runs: &'a StringChunked) -> Runs<'a> {
-        let mut numbers = PlHashMap::default();
+        let mut numbers = PlHashMap::with_capacity(dags.len());
         let mut first_rows = Vec::new();
         let mut previous: Option<((&str, &str), u32)> = None;
         let of_try = dags

@@ -32,7 +32,12 @@ impl<'a> Numbers<'a> {
 
     /// The number of each cell; `NONE` for strings not numbered.
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
-        same_as_before(column, |text| self.map.get(text).copied().unwrap_or(NONE))
+        same_as_before(column, |text| self.get(text))
+    }
+
+    /// The number of a string; `NONE` if it is not numbered.
+    pub fn get(&self, text: &str) -> u32 {
+        self.map.get(text).copied().unwrap_or(NONE)
     }
 
     fn len(&self) -> usize {
@@ -612,41 +617,59 @@ impl<'f> Homes<'f> {
         Ok(best)
     }
 
-    /// The `HOME` columns of the given homes, NULL where there is none.
+    /// The `HOME` columns of the given homes, NULL where there is none, then `interval_try`:
+    /// a try whose operation interval is the home's.
+    ///
+    /// A journal row of its own try has that try's operation, DAG, map index and interval
+    /// (`Prepared::build` gave it them), so such homes are read from the tries as well: only
+    /// journal rows with no try of their own are taken from the journal.
     fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
         let journal_height = self.journal.frame.height() as u32;
-        let from_journal: BooleanChunked = homes
-            .iter()
-            .map(|home| home.is_some_and(|home| home < journal_height))
-            .collect();
-        // The journal's row where the home is one, and the tries' row where it is one of them.
-        let journal_rows = IdxCa::from_iter_options(
-            "home".into(),
-            homes
-                .iter()
-                .map(|home| home.filter(|&home| home < journal_height)),
-        );
-        let try_rows = IdxCa::from_iter_options(
-            "home".into(),
-            homes
-                .iter()
-                .map(|home| home.and_then(|home| home.checked_sub(journal_height))),
-        );
+        let own_try = crate::cells::number_column(self.journal.frame, "try_row")?
+            .rechunk()
+            .into_owned();
+        let mut try_rows = Vec::with_capacity(homes.len());
+        let mut journal_rows = Vec::with_capacity(homes.len());
+        for &home in homes {
+            let (in_tries, in_journal) = match home {
+                None => (None, None),
+                Some(home) if home >= journal_height => (Some(home - journal_height), None),
+                Some(row) => match own_try.get(row as usize) {
+                    Some(own) => (Some(own), None),
+                    None => (None, Some(row)),
+                },
+            };
+            try_rows.push(in_tries);
+            journal_rows.push(in_journal);
+        }
+        let try_rows = IdxCa::from_iter_options("interval_try".into(), try_rows.into_iter());
+        let from_journal = journal_rows.iter().any(Option::is_some).then(|| {
+            let mask: BooleanChunked = journal_rows.iter().map(Option::is_some).collect();
+            let rows = IdxCa::from_iter_options("home".into(), journal_rows.iter().copied());
+            (rows, mask)
+        });
+        let take = |frame: &DataFrame, name: &str, rows: &IdxCa| -> Result<Column> {
+            frame
+                .column(name)
+                .engine(name)?
+                .take(rows)
+                .engine("key homes")
+        };
         // Column by column, so only one column's two halves exist at a time.
-        HOME.iter()
+        let mut columns = HOME
+            .iter()
             .map(|&name| {
-                let column = |frame: &DataFrame, rows: &IdxCa| -> Result<Column> {
-                    frame
-                        .column(name)
-                        .engine(name)?
-                        .take(rows)
-                        .engine("key homes")
-                };
-                let journal = column(self.journal.frame, &journal_rows)?;
-                let tries = column(self.tries.frame, &try_rows)?;
-                journal.zip_with(&from_journal, &tries).engine("key homes")
+                let tries = take(self.tries.frame, name, &try_rows)?;
+                match &from_journal {
+                    None => Ok(tries),
+                    Some((rows, mask)) => take(self.journal.frame, name, rows)?
+                        .zip_with(mask, &tries)
+                        .engine("key homes"),
+                }
             })
-            .collect()
+            .collect::<Result<Vec<Column>>>()?;
+        columns.push(try_rows.into_column());
+        Ok(columns)
     }
 }
 
