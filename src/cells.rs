@@ -43,6 +43,23 @@ pub fn number_column(df: &DataFrame, name: &str) -> Result<UInt32Chunked> {
     Ok(df.column(name).engine(name)?.u32().engine(name)?.clone())
 }
 
+/// A text column of few distinct values: row `i` is `distinct[rows[i]]`, NULL where
+/// `rows[i]` is None. The values are written once and every row points at its own: rows
+/// copied one by one wrote each value's bytes again for every row.
+pub fn repeated_texts<S: AsRef<str>>(
+    name: &str,
+    distinct: &[S],
+    rows: impl Iterator<Item = Option<IdxSize>>,
+) -> StringChunked {
+    let values: StringChunked = distinct.iter().map(|text| Some(text.as_ref())).collect();
+    let rows = IdxCa::from_iter_options(name.into(), rows);
+    // Every row is below `distinct.len()`: the callers number the values they hold.
+    values
+        .take(&rows)
+        .expect("rows index the values")
+        .with_name(name.into())
+}
+
 /// A boolean column as polars holds it.
 pub fn flag_column(df: &DataFrame, name: &str) -> Result<BooleanChunked> {
     Ok(df.column(name).engine(name)?.bool().engine(name)?.clone())

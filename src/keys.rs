@@ -157,13 +157,11 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
         previous = Some((time, index));
         rows.push(Some(index));
     }
-    let formatted: StringChunked = rows
+    let name = formatted_name(column, format);
+    let rows = rows
         .into_iter()
-        .map(|row| row.map(|index| texts[index].as_str()))
-        .collect();
-    Ok(formatted
-        .with_name(formatted_name(column, format).into())
-        .into_column())
+        .map(|row| row.map(|index| index as IdxSize));
+    Ok(crate::cells::repeated_texts(&name, &texts, rows).into_column())
 }
 
 /// The column a time or conf part is read from: the formatted time (`format_times`) or the

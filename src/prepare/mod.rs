@@ -210,17 +210,19 @@ impl Prepared {
             crate::cells::text_column(&tries, "dag_id")?,
             crate::cells::text_column(&tries, "run_id")?,
         );
-        // The runs are numbered and the tries indexed on a thread of their own while the
+        // The runs are numbered and the tries indexed, each on a thread of its own, while the
         // journal's operations are named.
-        let (indexed, journal) = std::thread::scope(|threads| {
-            let indexed = threads.spawn(|| Ok((Runs::of(&dags, &run_ids), TryIndex::new(&tries)?)));
+        let (runs, index, journal) = std::thread::scope(|threads| {
+            let runs = threads.spawn(|| Runs::of(&dags, &run_ids));
+            let index = threads.spawn(|| TryIndex::new(&tries));
             let journal = name_journal_operations(config, journal);
             (
-                indexed.join().expect("indexing tries does not panic"),
+                runs.join().expect("numbering runs does not panic"),
+                index.join().expect("indexing tries does not panic"),
                 journal,
             )
         });
-        let ((runs, index), journal) = (indexed?, journal?);
+        let (index, journal) = (index?, journal?);
         crate::timing::phase("prepare:journal:operations", step);
         let step = std::time::Instant::now();
         let (run_row, try_row) = journal_tries(&journal, &index, &runs)?;
@@ -563,33 +565,34 @@ enum Unnamed {
 fn operation_column(config: &Config, frame: &DataFrame, unnamed: Unnamed) -> Result<Column> {
     let dags = crate::cells::text_column(frame, "dag_id")?;
     let tasks = crate::cells::text_column(frame, "task_id")?;
-    let mut names: Vec<Option<std::borrow::Cow<'_, str>>> = Vec::new();
-    let mut seen: PlHashMap<(&str, &str), usize> = PlHashMap::default();
-    let mut previous: Option<((&str, &str), usize)> = None;
-    let mut column = StringChunkedBuilder::new("operation".into(), frame.height());
+    let mut names: Vec<String> = Vec::new();
+    let mut seen: PlHashMap<(&str, &str), Option<IdxSize>> = PlHashMap::default();
+    let mut previous: Option<((&str, &str), Option<IdxSize>)> = None;
+    let mut rows = Vec::with_capacity(frame.height());
     for pair in dags.iter().zip(tasks.iter()) {
         let (Some(dag), Some(task)) = pair else {
-            column.append_null();
+            rows.push(None);
             continue;
         };
         let name = match previous {
             Some((pair, name)) if pair == (dag, task) => name,
             _ => {
                 let name = *seen.entry((dag, task)).or_insert_with(|| {
-                    names.push(match config.operation_for(dag, task) {
-                        Some(operation) => Some(operation.name.as_str().into()),
-                        None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}").into()),
-                        None => None,
-                    });
-                    names.len() - 1
+                    let name = match config.operation_for(dag, task) {
+                        Some(operation) => operation.name.clone(),
+                        None if unnamed == Unnamed::DagTask => format!("{dag}.{task}"),
+                        None => return None,
+                    };
+                    names.push(name);
+                    Some((names.len() - 1) as IdxSize)
                 });
                 previous = Some(((dag, task), name));
                 name
             }
         };
-        column.append_option(names[name].as_deref());
+        rows.push(name);
     }
-    Ok(column.finish().into_column())
+    Ok(crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column())
 }
 
 /// Extracts the conf values key templates read into `conf.NAME` columns.

@@ -202,79 +202,51 @@ pub fn attribute(
     // The audited journal is the whole journal unless --dag or a window cut it down: then its
     // cells are the whole journal's own (the same memory), not a copy.
     let whole_journal = same_cells(&journal_keys, all_keys);
-    let t = std::time::Instant::now();
-    // The keys of the tries and of a cut-down journal join the sources' numbering; the map
-    // now borrows from their columns too.
-    let mut keys: Numbers<'_> = keys;
-    let try_key = keys.add(&try_keys);
-    let journal_key = if whole_journal {
-        all_key.clone()
-    } else {
-        keys.add(&journal_keys)
-    };
-    let key_count = keys.len();
+    let source_key_count = keys.len();
     let id_count = id_map.len();
-
-    let interned = if whole_journal {
-        "prepare:objects:intern"
-    } else {
-        "prepare:objects:intern (audited journal a subset)"
-    };
-    crate::timing::phase(interned, t);
     let t = std::time::Instant::now();
-    let phases = text(all_journal, "phase")?;
-    let recorded = int(all_journal, "recorded_at")?;
-    let try_numbers = int(all_journal, "try_number")?;
-
-    // Per object id: the smallest key of the rows naming it, and whether one is committed.
-    let mut named_key: Vec<Option<(&str, u32)>> = vec![None; id_count];
-    let mut named = vec![false; id_count];
-    let mut committed = vec![false; id_count];
-    // Per key: whether the journal has it.
-    let mut journaled = vec![false; key_count];
-    // Per object id: the first committed row by (recorded_at, try_number), NULLs first.
-    let mut first_commit: Vec<u32> = vec![NONE; id_count];
-    for (row, ((key_text, phase), (&key, &id))) in all_keys
-        .iter()
-        .zip(phases.iter())
-        .zip(all_key.iter().zip(&all_id))
-        .enumerate()
-    {
-        if key != NONE {
-            journaled[key as usize] = true;
-        }
-        if id == NONE {
-            continue;
-        }
-        let id = id as usize;
-        named[id] = true;
-        if let Some(text) = key_text
-            && named_key[id].is_none_or(|(least, _)| text < least)
-        {
-            named_key[id] = Some((text, key));
-        }
-        if is_done(phase) {
-            committed[id] = true;
-            let order = |row: usize| (recorded.get(row), try_numbers.get(row), row);
-            if first_commit[id] == NONE || order(row) < order(first_commit[id] as usize) {
-                first_commit[id] = row as u32;
-            }
-        }
-    }
-    // Per key, its intents' rows.
-    let intents = Grouped::new(key_count, || {
-        all_key.iter().zip(phases.iter()).map(|(&key, phase)| {
-            (phase == Some("intent"))
-                .then_some(key)
-                .filter(|&k| k != NONE)
-        })
+    // The tries' keys are numbered and every key's home found on a thread of their own while
+    // the whole journal is read for what it says of each object id.
+    let (homed, said) = std::thread::scope(|threads| {
+        let homed = threads.spawn(|| -> Result<Homed<'_>> {
+            // The keys of the tries and of a cut-down journal join the sources' numbering;
+            // the map now borrows from their columns too.
+            let mut keys: Numbers<'_> = keys;
+            let try_key = keys.add(&try_keys);
+            let journal_key = if whole_journal {
+                all_key.clone()
+            } else {
+                keys.add(&journal_keys)
+            };
+            let homes = Homes::new(journal, tries)?;
+            let home = homes.best(keys.len(), &journal_key, &try_key)?;
+            let homed = if whole_journal {
+                "prepare:objects:homes"
+            } else {
+                "prepare:objects:homes (audited journal a subset)"
+            };
+            crate::timing::phase(homed, t);
+            Ok(Homed {
+                key_count: keys.len(),
+                try_key,
+                journal_key,
+                homes,
+                home,
+            })
+        });
+        let said = JournalSays::of(all_journal, all_keys, &all_key, &all_id)
+            .map(|says| says.counted(source_key_count, id_count));
+        crate::timing::phase("prepare:objects:journal", t);
+        (homed.join().expect("finding homes does not panic"), said)
     });
-
-    crate::timing::phase("prepare:objects:journal", t);
-    let t = std::time::Instant::now();
-    let homes = Homes::new(journal, tries)?;
-    let home = homes.best(key_count, &journal_key, &try_key)?;
-    crate::timing::phase("prepare:objects:homes", t);
+    let (homed, said) = (homed?, said?);
+    let Homed {
+        key_count,
+        try_key,
+        journal_key,
+        homes,
+        home,
+    } = homed;
     let t = std::time::Instant::now();
 
     let keep_status = Live::new(config);
@@ -291,72 +263,95 @@ pub fn attribute(
             .and_then(|name| ttls.get(name).copied())
             .or(config.provider.key_ttl)
     };
+    let says = &said;
 
-    let mut keep = Vec::with_capacity(provider.height());
-    let mut out = ObjectColumns::with_capacity(provider.height());
-    for (row, ((&key, &id), (object_key_text, status))) in object_key
-        .iter()
-        .zip(&object_id)
-        .zip(object_keys.iter().zip(statuses.iter()))
-        .enumerate()
-    {
-        let (is_named, is_committed, by_name) = match id {
-            NONE => (false, false, None),
-            id => (
-                named[id as usize],
-                committed[id as usize],
-                named_key[id as usize],
-            ),
-        };
-        let (key_text, key) = match object_key_text {
-            Some(text) => (Some(text), key),
-            None => match by_name {
-                Some((text, key)) => (Some(text), key),
-                None => (None, NONE),
-            },
-        };
-        let (home_row, is_journaled) = match key {
-            NONE => (None, false),
-            key => (home[key as usize], journaled[key as usize]),
-        };
-        let operation = home_row.and_then(|home| homes.operation(home));
-        if operation.is_none() && (is_named || is_journaled) {
-            keep.push(false);
-            continue;
+    // Whether each object of `rows` is kept, and the attribution of those kept.
+    let attribute_rows = |rows: std::ops::Range<usize>| {
+        let mut keep = Vec::with_capacity(rows.len());
+        let mut out = ObjectColumns::with_capacity(rows.len());
+        for row in rows {
+            let (key, id) = (object_key[row], object_id[row]);
+            let (object_key_text, status) = (object_keys.get(row), statuses.get(row));
+            let (is_named, is_committed, by_name) = match id {
+                NONE => (false, false, None),
+                id => (
+                    says.named[id as usize],
+                    says.committed[id as usize],
+                    says.named_key[id as usize],
+                ),
+            };
+            // Every key an object has, its own or the journal's, is one of the sources': it is
+            // below `source_key_count`.
+            let (key_text, key) = match object_key_text {
+                Some(text) => (Some(text), key),
+                None => match by_name {
+                    Some((text, key)) => (Some(text), key),
+                    None => (None, NONE),
+                },
+            };
+            let (home_row, is_journaled) = match key {
+                NONE => (None, false),
+                key => (home[key as usize], says.journaled[key as usize]),
+            };
+            let operation = home_row.and_then(|home| homes.operation(home));
+            if operation.is_none() && (is_named || is_journaled) {
+                keep.push(false);
+                continue;
+            }
+            keep.push(true);
+            // The creator: the last intent under the key recorded by the time the object
+            // appeared (one second of slack for providers that round to the second), else the
+            // first committed row that names it.
+            let intent = match (key, created.get(row)) {
+                (NONE, _) | (_, None) => None,
+                (key, Some(created)) => says
+                    .intents
+                    .of(key)
+                    .iter()
+                    .copied()
+                    .filter(|&r| {
+                        says.recorded
+                            .get(r as usize)
+                            .is_some_and(|at| at <= created + super::ROUNDING)
+                    })
+                    .max_by_key(|&r| {
+                        (
+                            says.recorded.get(r as usize),
+                            says.try_numbers.get(r as usize),
+                            r,
+                        )
+                    }),
+            };
+            let commit = match id {
+                NONE => None,
+                id => Some(says.first_commit[id as usize]).filter(|&r| r != NONE),
+            };
+            out.live.push(status.map(|status| keep_status.live(status)));
+            out.named.push(is_named);
+            out.committed.push(is_committed);
+            out.key.push(key_text);
+            out.key_id.push((key != NONE).then_some(key));
+            out.id.push((id != NONE).then_some(id));
+            out.home.push(home_row);
+            out.key_journaled.push(is_journaled);
+            out.key_ttl.push(ttl(operation));
+            out.intent.push(intent);
+            out.commit.push(commit);
         }
-        keep.push(true);
-        // The creator: the last intent under the key recorded by the time the object appeared
-        // (one second of slack for providers that round to the second), else the first
-        // committed row that names it.
-        let intent = match (key, created.get(row)) {
-            (NONE, _) | (_, None) => None,
-            (key, Some(created)) => intents
-                .of(key)
-                .iter()
-                .copied()
-                .filter(|&r| {
-                    recorded
-                        .get(r as usize)
-                        .is_some_and(|at| at <= created + super::ROUNDING)
-                })
-                .max_by_key(|&r| (recorded.get(r as usize), try_numbers.get(r as usize), r)),
-        };
-        let commit = match id {
-            NONE => None,
-            id => Some(first_commit[id as usize]).filter(|&r| r != NONE),
-        };
-        out.live.push(status.map(|status| keep_status.live(status)));
-        out.named.push(is_named);
-        out.committed.push(is_committed);
-        out.key.push(key_text);
-        out.key_id.push((key != NONE).then_some(key));
-        out.id.push((id != NONE).then_some(id));
-        out.home.push(home_row);
-        out.key_journaled.push(is_journaled);
-        out.key_ttl.push(ttl(operation));
-        out.intent.push(intent);
-        out.commit.push(commit);
-    }
+        (keep, out)
+    };
+    // In two halves, one on a thread of its own.
+    let half = provider.height() / 2;
+    let ((mut keep, mut out), rest) = std::thread::scope(|threads| {
+        let rest = threads.spawn(|| attribute_rows(half..provider.height()));
+        let first = attribute_rows(0..half);
+        (
+            first,
+            rest.join().expect("attributing objects does not panic"),
+        )
+    });
+    keep.extend(rest.0);
+    out.extend(rest.1);
 
     crate::timing::phase("prepare:objects:attribute", t);
     let journal_ids = if whole_journal {
@@ -367,16 +362,8 @@ pub fn attribute(
     };
     // What only the attribution needed goes before the columns are built, so they can reuse
     // its memory.
-    drop((
-        named_key,
-        named,
-        committed,
-        first_commit,
-        journaled,
-        intents,
-        home,
-    ));
-    drop((object_key, object_id, id_map, keys));
+    drop((said, home));
+    drop((object_key, object_id, id_map));
     let t = std::time::Instant::now();
     let mut objects = provider.drop("raw").unwrap_or_else(|_| provider.clone());
     // Usually every object is kept: the frame is then shared, not copied by the filter.
@@ -418,6 +405,128 @@ pub fn attribute(
             id_count,
         },
     })
+}
+
+/// The tries' and the audited journal's key numbers, and every key's home.
+struct Homed<'f> {
+    key_count: usize,
+    try_key: Vec<u32>,
+    journal_key: Vec<u32>,
+    homes: Homes<'f>,
+    home: Vec<Option<u32>>,
+}
+
+/// What the whole journal says of each object id and each key.
+struct JournalSays<'a> {
+    /// Per object id: the smallest key of the rows naming it, and whether one is committed.
+    named_key: Vec<Option<(&'a str, u32)>>,
+    named: Vec<bool>,
+    committed: Vec<bool>,
+    /// Per key: whether the journal has it.
+    journaled: Vec<bool>,
+    /// Per object id: the first committed row by (recorded_at, try_number), NULLs first.
+    first_commit: Vec<u32>,
+    /// Per key, its intents' rows.
+    intents: Grouped,
+    recorded: Int64Chunked,
+    try_numbers: Int64Chunked,
+}
+
+/// The whole journal's cells `JournalSays` is read from.
+struct JournalCells<'a, 'n> {
+    keys: &'a StringChunked,
+    key_ids: &'n [u32],
+    ids: &'n [u32],
+    phases: StringChunked,
+    recorded: Int64Chunked,
+    try_numbers: Int64Chunked,
+}
+
+impl<'a> JournalSays<'a> {
+    /// `key_ids` and `ids` are the whole journal's numbers.
+    fn of<'n>(
+        all_journal: &DataFrame,
+        keys: &'a StringChunked,
+        key_ids: &'n [u32],
+        ids: &'n [u32],
+    ) -> Result<JournalCells<'a, 'n>> {
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(crate::cells::int_column(all_journal, name)?
+                .rechunk()
+                .into_owned())
+        };
+        Ok(JournalCells {
+            keys,
+            key_ids,
+            ids,
+            phases: crate::cells::text_column(all_journal, "phase")?,
+            recorded: int("recorded_at")?,
+            try_numbers: int("try_number")?,
+        })
+    }
+}
+
+impl<'a> JournalCells<'a, '_> {
+    /// Every key number is below `key_count`, every id number below `id_count`.
+    fn counted(self, key_count: usize, id_count: usize) -> JournalSays<'a> {
+        let JournalCells {
+            keys,
+            key_ids,
+            ids,
+            phases,
+            recorded,
+            try_numbers,
+        } = self;
+        let mut named_key: Vec<Option<(&str, u32)>> = vec![None; id_count];
+        let mut named = vec![false; id_count];
+        let mut committed = vec![false; id_count];
+        let mut journaled = vec![false; key_count];
+        let mut first_commit: Vec<u32> = vec![NONE; id_count];
+        for (row, ((key_text, phase), (&key, &id))) in keys
+            .iter()
+            .zip(phases.iter())
+            .zip(key_ids.iter().zip(ids))
+            .enumerate()
+        {
+            if key != NONE {
+                journaled[key as usize] = true;
+            }
+            if id == NONE {
+                continue;
+            }
+            let id = id as usize;
+            named[id] = true;
+            if let Some(text) = key_text
+                && named_key[id].is_none_or(|(least, _)| text < least)
+            {
+                named_key[id] = Some((text, key));
+            }
+            if is_done(phase) {
+                committed[id] = true;
+                let order = |row: usize| (recorded.get(row), try_numbers.get(row), row);
+                if first_commit[id] == NONE || order(row) < order(first_commit[id] as usize) {
+                    first_commit[id] = row as u32;
+                }
+            }
+        }
+        let intents = Grouped::new(key_count, || {
+            key_ids.iter().zip(phases.iter()).map(|(&key, phase)| {
+                (phase == Some("intent"))
+                    .then_some(key)
+                    .filter(|&k| k != NONE)
+            })
+        });
+        JournalSays {
+            named_key,
+            named,
+            committed,
+            journaled,
+            first_commit,
+            intents,
+            recorded,
+            try_numbers,
+        }
+    }
 }
 
 /// Whether two text columns are the same cells in the same memory (one a clone of the other).
@@ -695,6 +804,21 @@ impl<'a> ObjectColumns<'a> {
             key: Vec::with_capacity(rows),
             ..Default::default()
         }
+    }
+
+    /// Appends the rows of `other`.
+    fn extend(&mut self, other: ObjectColumns<'a>) {
+        self.live.extend(other.live);
+        self.named.extend(other.named);
+        self.committed.extend(other.committed);
+        self.key.extend(other.key);
+        self.key_id.extend(other.key_id);
+        self.id.extend(other.id);
+        self.home.extend(other.home);
+        self.key_journaled.extend(other.key_journaled);
+        self.key_ttl.extend(other.key_ttl);
+        self.intent.extend(other.intent);
+        self.commit.extend(other.commit);
     }
 
     fn columns(&self, homes: &Homes<'_>) -> Result<Vec<Column>> {
