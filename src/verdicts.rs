@@ -35,28 +35,13 @@ pub const VERDICTS: [&str; 7] = [
 pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let tries = &prepared.tries;
     let t = std::time::Instant::now();
-    // The intervals are numbered on a thread of their own while the journal and the objects
-    // are read.
-    let (journal, objects, intervals) = std::thread::scope(|threads| {
-        let intervals = threads.spawn(|| Intervals::of(tries));
-        let journal = Journal::of(prepared);
-        let objects = Objects::of(prepared);
-        let intervals = intervals
-            .join()
-            .expect("numbering intervals does not panic");
-        (journal, objects, intervals)
-    });
-    let (journal, objects, mut intervals) = (journal?, objects?, intervals?);
-    crate::timing::phase("verdicts:intervals", t);
+    let journal = Journal::of(prepared)?;
+    let objects = Objects::of(prepared)?;
+    let intervals = &prepared.intervals;
+    crate::timing::phase("verdicts:journal and objects", t);
     let t = std::time::Instant::now();
     let first_live = intervals.first_live(&objects)?;
-    // The intervals' hash table is not needed past this point: freed before the sort below
-    // allocates, it does not add to the peak.
-    intervals.forget_keys();
     crate::timing::phase("verdicts:first_live", t);
-    let t = std::time::Instant::now();
-    let ended = intervals.earlier_tries_ended(tries)?;
-    crate::timing::phase("verdicts:ended", t);
     let t = std::time::Instant::now();
 
     let int = |name: &str| -> Result<Int64Chunked> {
@@ -69,7 +54,6 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
         objects,
         intervals,
         first_live,
-        ended,
         start: int("start_date")?,
         end: int("end_date")?,
         iv_start: int("iv_start")?,
@@ -123,9 +107,8 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
 struct Facts<'a> {
     journal: Journal,
     objects: Objects,
-    intervals: Intervals<'a>,
+    intervals: &'a Intervals,
     first_live: Vec<Option<u32>>,
-    ended: Vec<Option<i64>>,
     start: Int64Chunked,
     end: Int64Chunked,
     iv_start: Int64Chunked,
@@ -163,7 +146,6 @@ impl Facts<'_> {
             objects,
             intervals,
             first_live,
-            ended,
             start,
             end,
             iv_start,
@@ -235,7 +217,7 @@ impl Facts<'_> {
                 Some(interval) => iv_start.get(row) == Some(interval),
             };
             let replayed = rows.reconciled
-                || matches!((committed_created, ended[row]), (Some(c), Some(e)) if c <= e);
+                || matches!((committed_created, intervals.ended[row]), (Some(c), Some(e)) if c <= e);
             let verdict = if committed.is_some() && own_interval && replayed {
                 "reconciled"
             } else if committed.is_some() && is_later_duplicate {
@@ -390,8 +372,11 @@ impl Objects {
 
 /// The operation intervals (`OPERATION_INTERVAL`) of the tries, numbered. Operations are
 /// numbered first (there are few of them), so the intervals are hashed as integers.
-struct Intervals<'a> {
-    operations: crate::prepare::Numbers<'a>,
+///
+/// `Prepared::build` numbers them on a thread of its own once the tries are prepared, while
+/// it goes on with the journal and the objects.
+pub struct Intervals {
+    operations: PlHashMap<String, u32>,
     /// The intervals by a 64-bit hash of their key, each with the try that first had it; an
     /// interval whose hash an earlier one took is in `collided`. (A table of the keys
     /// themselves took 84 MB at a million intervals; this one a third of that.)
@@ -402,8 +387,8 @@ struct Intervals<'a> {
     parts: IntervalParts,
     /// Each try's interval; None where one of its parts is NULL (it matches no object).
     of_try: Vec<Option<u32>>,
-    /// Each try's interval, NULL parts and all, for ordering its tries.
-    ordering: Vec<u32>,
+    /// When the earlier tries of each try's interval had ended (`earlier_tries_ended`).
+    ended: Vec<Option<i64>>,
 }
 
 struct IntervalParts {
@@ -443,14 +428,9 @@ fn interval_key(op: u32, map: Option<i64>, start: Option<i64>, end: Option<i64>)
     )
 }
 
-impl<'a> Intervals<'a> {
-    fn of(tries: &'a DataFrame) -> Result<Intervals<'a>> {
-        // The numbers borrow the operation names from `tries`.
-        let operation: &'a StringChunked = tries
-            .column("operation")
-            .engine("operation")?
-            .str()
-            .engine("operation")?;
+impl Intervals {
+    pub fn of(tries: &DataFrame) -> Result<Intervals> {
+        let operation = crate::cells::text_column(tries, "operation")?;
         let mut operations = crate::prepare::Numbers::default();
         let int = |name: &str| -> Result<IntArray> {
             Ok(crate::cells::int_column(tries, name)?
@@ -459,46 +439,56 @@ impl<'a> Intervals<'a> {
                 .clone())
         };
         let parts = IntervalParts {
-            operation: operations.add(operation),
+            operation: operations.add(&operation),
             map_index: int("map_index")?,
             iv_start: int("iv_start")?,
             iv_end: int("iv_end")?,
         };
         let mut intervals = Intervals {
-            operations,
+            operations: operations.owned(),
             groups: PlHashMap::with_capacity(tries.height()),
             collided: PlHashMap::default(),
             hasher: PlRandomState::default(),
             parts,
             of_try: Vec::with_capacity(tries.height()),
-            ordering: Vec::with_capacity(tries.height()),
+            ended: Vec::new(),
         };
+        // Each try's interval, NULL parts and all, for ordering its tries.
+        let mut ordering = Vec::with_capacity(tries.height());
         for row in 0..tries.height() {
             let key = intervals.parts.key(row);
-            let group = intervals.group(key, Some(row as u32));
-            let group = group.expect("a new interval is given a number");
-            intervals.ordering.push(group);
+            let group = intervals.add(key, row as u32);
+            ordering.push(group);
             let complete = key.0 != NONE && key.1 == 0;
             intervals.of_try.push(complete.then_some(group));
         }
+        intervals.ended = earlier_tries_ended(tries, &ordering)?;
         Ok(intervals)
     }
 
-    /// The number of the interval `key`; with `first_try`, an interval not seen yet is
-    /// numbered (with that try as the one that first had it), without it, it is None.
-    fn group(&mut self, key: IntervalKey, first_try: Option<u32>) -> Option<u32> {
+    /// The number of the interval `key`, numbering it (with `first_try` as the try that first
+    /// had it) if it is not numbered yet.
+    fn add(&mut self, key: IntervalKey, first_try: u32) -> u32 {
         use std::hash::BuildHasher;
         let next = (self.groups.len() + self.collided.len()) as u32;
         let hash = self.hasher.hash_one(key);
-        match (self.groups.get(&hash), first_try) {
-            (Some(&(group, row)), _) if self.parts.key(row as usize) == key => Some(group),
-            (Some(_), Some(_)) => Some(*self.collided.entry(key).or_insert(next)),
-            (Some(_), None) => self.collided.get(&key).copied(),
-            (None, Some(row)) => {
-                self.groups.insert(hash, (next, row));
-                Some(next)
+        match self.groups.get(&hash) {
+            Some(&(group, row)) if self.parts.key(row as usize) == key => group,
+            Some(_) => *self.collided.entry(key).or_insert(next),
+            None => {
+                self.groups.insert(hash, (next, first_try));
+                next
             }
-            (None, None) => None,
+        }
+    }
+
+    /// The number of the interval `key`, None if no try has it.
+    fn find(&self, key: IntervalKey) -> Option<u32> {
+        use std::hash::BuildHasher;
+        match self.groups.get(&self.hasher.hash_one(key)) {
+            Some(&(group, row)) if self.parts.key(row as usize) == key => Some(group),
+            Some(_) => self.collided.get(&key).copied(),
+            None => None,
         }
     }
 
@@ -506,17 +496,11 @@ impl<'a> Intervals<'a> {
         self.groups.len() + self.collided.len()
     }
 
-    /// Frees the tables that number intervals by key; the tries' numbers stay.
-    fn forget_keys(&mut self) {
-        self.groups = PlHashMap::default();
-        self.collided = PlHashMap::default();
-    }
-
     /// Per interval, its first live object: by creation time (NULL first), then id.
     ///
     /// An object's interval is that of the try `interval_try` names where prepare found one;
     /// only the others are looked up by their operation interval.
-    fn first_live(&mut self, objects: &Objects) -> Result<Vec<Option<u32>>> {
+    fn first_live(&self, objects: &Objects) -> Result<Vec<Option<u32>>> {
         let frame = &objects.frame;
         let int = |name: &str| crate::cells::int_column(frame, name);
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
@@ -540,10 +524,10 @@ impl<'a> Intervals<'a> {
                     let (Some(op), map @ Some(_), start @ Some(_), end @ Some(_)) = parts else {
                         continue;
                     };
-                    match self.operations.get(op) {
-                        NONE => None,
-                        op => self.group(interval_key(op, map, start, end), None),
-                    }
+                    let Some(&op) = self.operations.get(op) else {
+                        continue;
+                    };
+                    self.find(interval_key(op, map, start, end))
                 }
             };
             let Some(group) = group else { continue };
@@ -555,43 +539,42 @@ impl<'a> Intervals<'a> {
         }
         Ok(first)
     }
+}
 
-    /// When the earlier tries of each try's operation interval had ended (the latest end among
-    /// the interval's tries that started before it; ties in start go by try number, then run
-    /// id). An object created by then was not created by this try. (Not "before this try
-    /// started": providers often round creation times to the second, which would make every
-    /// object look older.)
-    fn earlier_tries_ended(&self, tries: &DataFrame) -> Result<Vec<Option<i64>>> {
-        let int = |name: &str| crate::cells::int_column(tries, name);
-        let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
-        let run_id = crate::cells::text_column(tries, "run_id")?;
-        // (interval, start, try number, row): the order tries follow in an interval, the run
-        // id (read only on a tie) last.
-        type Place = (u32, Option<i64>, Option<i64>, u32);
-        let mut order: Vec<Place> = self
-            .ordering
-            .iter()
-            .zip(start.iter().zip(try_number.iter()))
-            .enumerate()
-            .map(|(row, (&group, (start, number)))| (group, start, number, row as u32))
-            .collect();
-        order.sort_unstable_by(|a, b| {
-            (a.0, a.1, a.2)
-                .cmp(&(b.0, b.1, b.2))
-                .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
-                .then(a.3.cmp(&b.3))
-        });
-        let end = end.rechunk();
-        let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
-        let mut latest: Option<i64> = None;
-        for (position, &(group, .., row)) in order.iter().enumerate() {
-            if position == 0 || order[position - 1].0 != group {
-                latest = None;
-            }
-            let row = row as usize;
-            ended[row] = latest;
-            latest = latest.max(end.get(row));
+/// When the earlier tries of each try's operation interval had ended (the latest end among the
+/// interval's tries that started before it; ties in start go by try number, then run id). An
+/// object created by then was not created by this try. (Not "before this try started":
+/// providers often round creation times to the second, which would make every object look
+/// older.) `ordering` is each try's interval number.
+fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option<i64>>> {
+    let int = |name: &str| crate::cells::int_column(tries, name);
+    let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
+    let run_id = crate::cells::text_column(tries, "run_id")?;
+    // (interval, start, try number, row): the order tries follow in an interval, the run
+    // id (read only on a tie) last.
+    type Place = (u32, Option<i64>, Option<i64>, u32);
+    let mut order: Vec<Place> = ordering
+        .iter()
+        .zip(start.iter().zip(try_number.iter()))
+        .enumerate()
+        .map(|(row, (&group, (start, number)))| (group, start, number, row as u32))
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        (a.0, a.1, a.2)
+            .cmp(&(b.0, b.1, b.2))
+            .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
+            .then(a.3.cmp(&b.3))
+    });
+    let end = end.rechunk();
+    let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
+    let mut latest: Option<i64> = None;
+    for (position, &(group, .., row)) in order.iter().enumerate() {
+        if position == 0 || order[position - 1].0 != group {
+            latest = None;
         }
-        Ok(ended)
+        let row = row as usize;
+        ended[row] = latest;
+        latest = latest.max(end.get(row));
     }
+    Ok(ended)
 }

@@ -82,6 +82,8 @@ pub struct Prepared {
     pub id_count: usize,
     /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
     pub run_count: usize,
+    /// The operation intervals of the tries, numbered.
+    pub intervals: crate::verdicts::Intervals,
 }
 
 impl Prepared {
@@ -137,23 +139,41 @@ impl Prepared {
         let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
             let numbering = threads.spawn(|| objects::SourceNumbers::of(&columns));
-            let (tries, journal, run_count) = Self::tries_and_journal(config, attempts, journal)?;
+            let tries = Self::prepare_tries(config, attempts)?;
+            // The tries' operation intervals are numbered on a thread of their own from here on.
+            let intervals = {
+                let tries = tries.clone();
+                threads.spawn(move || {
+                    let t = std::time::Instant::now();
+                    let intervals = crate::verdicts::Intervals::of(&tries);
+                    crate::timing::phase("prepare:intervals", t);
+                    intervals
+                })
+            };
+            let (tries, journal, run_count) = Self::prepare_journal(config, tries, journal)?;
             let numbers = numbering
                 .join()
                 .expect("numbering the sources does not panic");
             let t = std::time::Instant::now();
             let attributed =
                 objects::attribute(config, &tries, &journal, all_journal, provider, numbers)?;
-            Self::finish(config, tries, journal, attributed, window, run_count, t)
+            let intervals = intervals
+                .join()
+                .expect("numbering intervals does not panic")?;
+            Self::finish(
+                config,
+                (tries, journal, run_count),
+                attributed,
+                window,
+                intervals,
+                t,
+            )
         })
     }
 
-    /// The prepared tries and journal, and how many runs the tries have.
-    fn tries_and_journal(
-        config: &Config,
-        attempts: &DataFrame,
-        journal: &DataFrame,
-    ) -> Result<(DataFrame, DataFrame, usize)> {
+    /// The prepared tries: those of operation tasks, with their operation, audit interval,
+    /// interval label and expected key.
+    fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<DataFrame> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
@@ -203,6 +223,16 @@ impl Prepared {
             .hstack_mut(&[label, expected])
             .engine("preparing tries")?;
         crate::timing::phase("prepare:tries", t);
+        Ok(tries)
+    }
+
+    /// The prepared journal: each row with its operation, its run's interval and its own try;
+    /// and the tries with their run numbers, and how many runs there are.
+    fn prepare_journal(
+        config: &Config,
+        tries: DataFrame,
+        journal: &DataFrame,
+    ) -> Result<(DataFrame, DataFrame, usize)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
 
@@ -257,11 +287,10 @@ impl Prepared {
     /// The frames with the key and id numbers of the tries and the journal.
     fn finish(
         config: &Config,
-        tries: DataFrame,
-        journal: DataFrame,
+        (tries, journal, run_count): (DataFrame, DataFrame, usize),
         attributed: objects::Attributed,
         window: ProviderWindow,
-        run_count: usize,
+        intervals: crate::verdicts::Intervals,
         t: std::time::Instant,
     ) -> Result<Prepared> {
         let ids = |name: &str, ids: Vec<u32>| {
@@ -296,6 +325,7 @@ impl Prepared {
             key_count: interned.key_count,
             id_count: interned.id_count,
             run_count,
+            intervals,
         })
     }
 }

@@ -30,6 +30,29 @@ impl<'a> Numbers<'a> {
         })
     }
 
+    /// `add` for a column whose strings are mostly numbered already: the cells are looked up
+    /// in two halves, one on a thread of its own, and only the strings not numbered yet are
+    /// then added, in the order of their cells, so the numbers are the ones `add` gives.
+    pub fn add_mostly_known(&mut self, column: &'a StringChunked) -> Vec<u32> {
+        let half = column.len() / 2;
+        let (mut numbers, rest) = std::thread::scope(|threads| {
+            let this = &*self;
+            let rest = threads.spawn(move || this.find(&column.slice(half as i64, usize::MAX)));
+            let first = this.find(&column.slice(0, half));
+            (first, rest.join().expect("numbering does not panic"))
+        });
+        numbers.extend(rest);
+        for (row, number) in numbers.iter_mut().enumerate() {
+            if *number == NONE
+                && let Some(text) = column.get(row)
+            {
+                let next = self.map.len() as u32;
+                *number = *self.map.entry(text).or_insert(next);
+            }
+        }
+        numbers
+    }
+
     /// The number of each cell; `NONE` for strings not numbered.
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
         same_as_before(column, |text| self.get(text))
@@ -42,6 +65,14 @@ impl<'a> Numbers<'a> {
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// The numbers with their own copies of the strings, for a map that outlives the cells.
+    pub fn owned(&self) -> PlHashMap<String, u32> {
+        self.map
+            .iter()
+            .map(|(&text, &number)| (text.to_string(), number))
+            .collect()
     }
 }
 
@@ -212,11 +243,11 @@ pub fn attribute(
             // The keys of the tries and of a cut-down journal join the sources' numbering;
             // the map now borrows from their columns too.
             let mut keys: Numbers<'_> = keys;
-            let try_key = keys.add(&try_keys);
+            let try_key = keys.add_mostly_known(&try_keys);
             let journal_key = if whole_journal {
                 all_key.clone()
             } else {
-                keys.add(&journal_keys)
+                keys.add_mostly_known(&journal_keys)
             };
             let homes = Homes::new(journal, tries)?;
             let home = homes.best(keys.len(), &journal_key, &try_key)?;
@@ -801,8 +832,17 @@ struct ObjectColumns<'a> {
 impl<'a> ObjectColumns<'a> {
     fn with_capacity(rows: usize) -> ObjectColumns<'a> {
         ObjectColumns {
+            live: Vec::with_capacity(rows),
+            named: Vec::with_capacity(rows),
+            committed: Vec::with_capacity(rows),
             key: Vec::with_capacity(rows),
-            ..Default::default()
+            key_id: Vec::with_capacity(rows),
+            id: Vec::with_capacity(rows),
+            home: Vec::with_capacity(rows),
+            key_journaled: Vec::with_capacity(rows),
+            key_ttl: Vec::with_capacity(rows),
+            intent: Vec::with_capacity(rows),
+            commit: Vec::with_capacity(rows),
         }
     }
 
@@ -839,10 +879,9 @@ impl<'a> ObjectColumns<'a> {
 }
 
 /// `by_run_id`, `by_try_number`, `by_map_index`: each from the creating intent's row where it
-/// has the value, else from the first committed row's; NULL where neither is known.
+/// has the value, else from the first committed row's; NULL where neither is known. Each
+/// column is one take, of the row each object's value comes from.
 fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<Column>> {
-    let intent = IdxCa::from_iter_options("intent".into(), objects.intent.iter().copied());
-    let commit = IdxCa::from_iter_options("commit".into(), objects.commit.iter().copied());
     [
         ("run_id", "by_run_id"),
         ("try_number", "by_try_number"),
@@ -851,12 +890,19 @@ fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<
     .into_iter()
     .map(|(from, name)| {
         let column = all_journal.column(from).engine(from)?;
-        let by_intent = column.take(&intent).engine(from)?;
-        let by_commit = column.take(&commit).engine(from)?;
-        Ok(by_intent
-            .zip_with(&by_intent.is_not_null(), &by_commit)
-            .engine(from)?
-            .with_name(name.into()))
+        let known = column
+            .is_not_null()
+            .rechunk()
+            .downcast_as_array()
+            .values()
+            .clone();
+        let rows = objects
+            .intent
+            .iter()
+            .zip(&objects.commit)
+            .map(|(&intent, &commit)| intent.filter(|&row| known.get_bit(row as usize)).or(commit));
+        let rows = IdxCa::from_iter_options(name.into(), rows);
+        Ok(column.take(&rows).engine(from)?.with_name(name.into()))
     })
     .collect()
 }
