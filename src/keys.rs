@@ -138,11 +138,14 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
             rows.push(None);
             continue;
         };
-        let index = match (previous, seen.get(&time)) {
-            // Rows of one run (or one interval) often follow each other.
-            (Some((before, index)), _) if before == time => index,
-            (_, Some(index)) => *index,
-            (_, None) => {
+        // Rows of one run (or one interval) often follow each other.
+        let known = match previous {
+            Some((before, index)) if before == time => Some(index),
+            _ => seen.get(&time).copied(),
+        };
+        let index = match known {
+            Some(index) => index,
+            None => {
                 let at = chrono::DateTime::from_timestamp_micros(time)
                     .ok_or_else(|| polars_err!(ComputeError: "{column}: {time} µs is not a time"))?
                     .naive_utc();

@@ -345,49 +345,91 @@ fn name_journal_operations(config: &Config, journal: &DataFrame) -> Result<DataF
 }
 
 /// The runs of the tries, numbered densely from 0 in the order first seen: each try's run
-/// number (`NONE` where its dag_id or run_id is NULL) and each run's first try.
-struct Runs<'a> {
-    numbers: PlHashMap<(&'a str, &'a str), u32>,
+/// number (`NONE` where its dag_id or run_id is NULL) and each run's first try. The table
+/// holds run numbers, each checked against the cells of its run's first try, as `TryIndex`
+/// checks its rows.
+struct Runs {
+    table: hashbrown::HashTable<u32>,
+    hasher: PlRandomState,
+    cells: RunCells,
     of_try: Vec<u32>,
+}
+
+/// The tries' `dag_id` and `run_id`, and the first try of each run.
+struct RunCells {
+    dags: TextArray,
+    runs: TextArray,
     first_rows: Vec<IdxSize>,
 }
 
-impl<'a> Runs<'a> {
-    fn of(dags: &'a StringChunked, runs: &'a StringChunked) -> Runs<'a> {
-        let mut numbers = PlHashMap::with_capacity(dags.len());
-        let mut first_rows = Vec::new();
+impl RunCells {
+    fn key(&self, run: u32) -> (&str, &str) {
+        let row = self.first_rows[run as usize] as usize;
+        (self.dags.value(row), self.runs.value(row))
+    }
+}
+
+impl Runs {
+    fn of(dags: &StringChunked, runs: &StringChunked) -> Runs {
+        use std::hash::BuildHasher;
+        let text = |column: &StringChunked| column.rechunk().downcast_as_array().clone();
+        let hasher = PlRandomState::default();
+        let mut table = hashbrown::HashTable::with_capacity(dags.len());
+        let mut cells = RunCells {
+            dags: text(dags),
+            runs: text(runs),
+            first_rows: Vec::new(),
+        };
+        let mut of_try = Vec::with_capacity(dags.len());
         let mut previous: Option<((&str, &str), u32)> = None;
-        let of_try = dags
-            .iter()
-            .zip(runs.iter())
-            .enumerate()
-            .map(|(row, pair)| {
-                let (Some(dag), Some(run)) = pair else {
-                    return NONE;
-                };
-                match previous {
-                    Some((before, number)) if before == (dag, run) => number,
-                    _ => {
-                        let next = numbers.len() as u32;
-                        let number = *numbers.entry((dag, run)).or_insert_with(|| {
-                            first_rows.push(row as IdxSize);
+        for (row, pair) in dags.iter().zip(runs.iter()).enumerate() {
+            let (Some(dag), Some(run)) = pair else {
+                of_try.push(NONE);
+                continue;
+            };
+            let number = match previous {
+                Some((before, number)) if before == (dag, run) => number,
+                _ => {
+                    let hash = hasher.hash_one((dag, run));
+                    let number = match table.find(hash, |&n| cells.key(n) == (dag, run)) {
+                        Some(&number) => number,
+                        None => {
+                            let next = cells.first_rows.len() as u32;
+                            cells.first_rows.push(row as IdxSize);
+                            table.insert_unique(hash, next, |&n| hasher.hash_one(cells.key(n)));
                             next
-                        });
-                        previous = Some(((dag, run), number));
-                        number
-                    }
+                        }
+                    };
+                    previous = Some(((dag, run), number));
+                    number
                 }
-            })
-            .collect();
+            };
+            of_try.push(number);
+        }
         Runs {
-            numbers,
+            table,
+            hasher,
+            cells,
             of_try,
-            first_rows,
         }
     }
 
+    /// The number of a run, None if no try has it.
+    fn get(&self, dag: &str, run: &str) -> Option<u32> {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one((dag, run));
+        self.table
+            .find(hash, |&n| self.cells.key(n) == (dag, run))
+            .copied()
+    }
+
+    /// A run's first try.
+    fn first_row(&self, run: u32) -> IdxSize {
+        self.cells.first_rows[run as usize]
+    }
+
     fn count(&self) -> usize {
-        self.first_rows.len()
+        self.cells.first_rows.len()
     }
 }
 
@@ -478,7 +520,7 @@ impl TryIndex {
 /// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
 /// interval and their try, as lookups split over two threads instead of joins on string
 /// columns.
-fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs<'_>) -> Result<(IdxCa, IdxCa)> {
+fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(IdxCa, IdxCa)> {
     let rows = TryKeys::of(journal)?;
     // (run row, try row) of each journal row. A row of its own try is a row of its run; rows
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
@@ -498,13 +540,10 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs<'_>) -> Resu
                         _ => None,
                     };
                     let run = || match (key.0, key.1) {
-                        (Some(dag), Some(run)) => runs.numbers.get(&(dag, run)).copied(),
+                        (Some(dag), Some(run)) => runs.get(dag, run),
                         _ => None,
                     };
-                    let found = (
-                        own.or_else(|| run().map(|run| runs.first_rows[run as usize])),
-                        own,
-                    );
+                    let found = (own.or_else(|| run().map(|run| runs.first_row(run))), own);
                     previous = Some((key, found));
                     found
                 }
@@ -674,11 +713,12 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
         .iter()
         .zip(interval_end.iter())
         .zip(logical_date.iter().zip(run_after.iter()));
+    const BASES: [&str; 3] = [BASIS_DATA_INTERVAL, BASIS_LOGICAL_DATE, BASIS_RUN_AFTER];
     for ((from, to), (logical, after)) in times {
         let (from, to, why) = match (from, to, logical) {
-            (Some(from), Some(to), _) if to > from => (Some(from), Some(to), BASIS_DATA_INTERVAL),
-            (.., Some(logical)) => (Some(logical), Some(logical), BASIS_LOGICAL_DATE),
-            _ => (after, after, BASIS_RUN_AFTER),
+            (Some(from), Some(to), _) if to > from => (Some(from), Some(to), 0),
+            (.., Some(logical)) => (Some(logical), Some(logical), 1),
+            _ => (after, after, 2),
         };
         start.push(from);
         end.push(to);
@@ -694,13 +734,15 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
     Ok([
         time("iv_start", start)?,
         time("iv_end", end)?,
-        StringChunked::from_iter_options("basis".into(), basis.into_iter()).into_column(),
+        crate::cells::repeated_texts("basis", &BASES, basis.into_iter()).into_column(),
     ])
 }
 
 const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
-/// The interval as people write it: `start/end`, or one instant for a point interval.
+/// The interval as people write it: `start/end`, or one instant for a point interval. Each
+/// distinct interval's label is written once (a run's tries, and the runs of many DAGs, share
+/// an interval).
 fn interval_label(tries: &DataFrame) -> Result<Column> {
     let text = |column: &str| {
         crate::cells::text_column(tries, &crate::keys::formatted_name(column, LABEL_FORMAT))
@@ -708,27 +750,37 @@ fn interval_label(tries: &DataFrame) -> Result<Column> {
     let (start_text, end_text) = (text("iv_start")?, text("iv_end")?);
     let int = |name: &str| crate::cells::int_column(tries, name);
     let (start, end) = (int("iv_start")?, int("iv_end")?);
-    let mut labels = StringChunkedBuilder::new("interval".into(), tries.height());
-    let mut label = String::new();
-    let rows = start_text
+    let mut labels: Vec<String> = Vec::new();
+    let mut seen: PlHashMap<(i64, Option<i64>), IdxSize> = PlHashMap::default();
+    let mut previous: Option<((i64, Option<i64>), IdxSize)> = None;
+    let mut rows = Vec::with_capacity(tries.height());
+    let times = start
         .iter()
-        .zip(end_text.iter())
-        .zip(start.iter().zip(end.iter()));
-    for ((start_text, end_text), (start, end)) in rows {
-        let has_length = matches!((start, end), (Some(start), Some(end)) if end > start);
-        match (start_text, end_text) {
-            (Some(from), Some(to)) if has_length => {
-                label.clear();
-                label.push_str(from);
-                label.push('/');
-                label.push_str(to);
-                labels.append_value(&label);
+        .zip(end.iter())
+        .zip(start_text.iter().zip(end_text.iter()));
+    for ((start, end), (from, to)) in times {
+        // The texts are NULL exactly where the times are: no start, no label.
+        let (Some(start), Some(from)) = (start, from) else {
+            rows.push(None);
+            continue;
+        };
+        let label = match previous {
+            Some((before, label)) if before == (start, end) => label,
+            _ => {
+                let label = *seen.entry((start, end)).or_insert_with(|| {
+                    labels.push(match (end, to) {
+                        (Some(end), Some(to)) if end > start => format!("{from}/{to}"),
+                        _ => from.to_string(),
+                    });
+                    (labels.len() - 1) as IdxSize
+                });
+                previous = Some(((start, end), label));
+                label
             }
-            (Some(from), _) if !has_length => labels.append_value(from),
-            _ => labels.append_null(),
-        }
+        };
+        rows.push(Some(label));
     }
-    Ok(labels.finish().into_column())
+    Ok(crate::cells::repeated_texts("interval", &labels, rows.into_iter()).into_column())
 }
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
