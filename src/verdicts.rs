@@ -38,7 +38,7 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     let journal = Journal::of(prepared)?;
     let objects = Objects::of(prepared)?;
     let intervals = &prepared.intervals;
-    crate::timing::phase("verdicts:journal and objects", t);
+    crate::timing::phase("verdicts:read", t);
     let t = std::time::Instant::now();
     let first_live = intervals.first_live(&objects)?;
     crate::timing::phase("verdicts:first_live", t);
@@ -455,9 +455,16 @@ impl Intervals {
         };
         // Each try's interval, NULL parts and all, for ordering its tries.
         let mut ordering = Vec::with_capacity(tries.height());
+        // A try's retries often follow it: a try of the interval of the try before it takes
+        // that interval's number without hashing.
+        let mut previous: Option<(IntervalKey, u32)> = None;
         for row in 0..tries.height() {
             let key = intervals.parts.key(row);
-            let group = intervals.add(key, row as u32);
+            let group = match previous {
+                Some((before, group)) if before == key => group,
+                _ => intervals.add(key, row as u32),
+            };
+            previous = Some((key, group));
             ordering.push(group);
             let complete = key.0 != NONE && key.1 == 0;
             intervals.of_try.push(complete.then_some(group));

@@ -441,6 +441,8 @@ struct TryIndex {
     table: hashbrown::HashTable<IdxSize>,
     hasher: PlRandomState,
     cells: TryCells,
+    /// Whether each try is in the table: its values are not NULL and no earlier try has them.
+    indexed: Vec<bool>,
 }
 
 /// The `TRY` columns of the tries, each one array.
@@ -489,6 +491,7 @@ impl TryIndex {
         };
         let hasher = PlRandomState::default();
         let mut table = hashbrown::HashTable::with_capacity(tries.height());
+        let mut indexed = vec![false; tries.height()];
         for (row, key) in keys.rows().enumerate() {
             let (Some(dag), Some(run), Some(task), Some(map), Some(number)) = key else {
                 continue;
@@ -498,13 +501,29 @@ impl TryIndex {
             if table.find(hash, |&row| cells.key(row) == key).is_none() {
                 let rehash = |&row: &IdxSize| hasher.hash_one(cells.key(row));
                 table.insert_unique(hash, row as IdxSize, rehash);
+                indexed[row] = true;
             }
         }
         Ok(TryIndex {
             table,
             hasher,
             cells,
+            indexed,
         })
+    }
+
+    /// The try `key` names, tried first at the row after `previous` (the try the journal
+    /// row before named): tries and journal rows are often read in the same order.
+    fn get_after(&self, previous: Option<IdxSize>, key: TryKey<'_>) -> Option<IdxSize> {
+        let next = previous.map(|row| row + 1);
+        match next {
+            Some(row)
+                if self.indexed.get(row as usize) == Some(&true) && self.cells.key(row) == key =>
+            {
+                Some(row)
+            }
+            _ => self.get(key),
+        }
     }
 
     fn get(&self, key: TryKey<'_>) -> Option<IdxSize> {
@@ -535,7 +554,8 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
                 _ => {
                     let own = match key {
                         (Some(dag), Some(run), Some(task), Some(map), Some(number)) => {
-                            index.get((dag, run, task, map, number))
+                            let before = previous.and_then(|(_, (_, own))| own);
+                            index.get_after(before, (dag, run, task, map, number))
                         }
                         _ => None,
                     };

@@ -34,12 +34,23 @@ impl<'a> Numbers<'a> {
         let (texts, hasher) = (&self.texts, &self.hasher);
         self.table
             .reserve(column.len(), |&n| hasher.hash_one(texts[n as usize]));
-        same_as_before(column, |text| self.number(text))
+        same_as_before(column, |text, previous| self.number(text, previous))
+    }
+
+    /// The string numbered right after `previous`, if it is `text`. The sources are read in
+    /// much the same order (the journal as it was written, the objects as they were created),
+    /// so the next cell's string is often the next number's, found without hashing it.
+    fn next_after(&self, previous: Option<u32>, text: &str) -> Option<u32> {
+        let next = previous? as usize + 1;
+        (self.texts.get(next) == Some(&text)).then_some(next as u32)
     }
 
     /// The number of `text`, numbering it if it is new.
-    fn number(&mut self, text: &'a str) -> u32 {
+    fn number(&mut self, text: &'a str, previous: Option<u32>) -> u32 {
         use std::hash::BuildHasher;
+        if let Some(next) = self.next_after(previous, text) {
+            return next;
+        }
         let hash = self.hasher.hash_one(text);
         let texts = &self.texts;
         if let Some(&known) = self.table.find(hash, |&n| texts[n as usize] == text) {
@@ -69,7 +80,7 @@ impl<'a> Numbers<'a> {
             if *number == NONE
                 && let Some(text) = column.get(row)
             {
-                *number = self.number(text);
+                *number = self.number(text, None);
             }
         }
         numbers
@@ -77,7 +88,10 @@ impl<'a> Numbers<'a> {
 
     /// The number of each cell; `NONE` for strings not numbered.
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
-        same_as_before(column, |text| self.get(text))
+        same_as_before(column, |text, previous| {
+            self.next_after(previous, text)
+                .unwrap_or_else(|| self.get(text))
+        })
     }
 
     /// The number of a string; `NONE` if it is not numbered.
@@ -105,10 +119,11 @@ impl<'a> Numbers<'a> {
 }
 
 /// `number` of each cell (`NONE` for NULL), asked once per run of equal cells: a try's
-/// journal rows share their key, a run's tries their operation.
+/// journal rows share their key, a run's tries their operation. `number` is also given the
+/// number of the last cell asked about.
 fn same_as_before<'c>(
     column: &'c StringChunked,
-    mut number: impl FnMut(&'c str) -> u32,
+    mut number: impl FnMut(&'c str, Option<u32>) -> u32,
 ) -> Vec<u32> {
     let mut previous: Option<(&str, u32)> = None;
     column
@@ -118,7 +133,7 @@ fn same_as_before<'c>(
             match previous {
                 Some((before, known)) if before == text => known,
                 _ => {
-                    let known = number(text);
+                    let known = number(text, previous.map(|(_, known)| known));
                     previous = Some((text, known));
                     known
                 }
