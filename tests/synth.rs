@@ -109,6 +109,60 @@ fn findings_equal_the_injected_truth_from_every_source() {
     }
 }
 
+/// Several lookups first try the row or number after the previous answer, a shortcut for
+/// sources read in the same order (the journal as written, objects as created). Read in any
+/// other order, the audit finds exactly the same, and judges every try the same.
+#[test]
+fn rows_in_any_order_give_the_same_audit() {
+    use polars::prelude::{DataFrame, IdxCa, IdxSize};
+    let dir = tempfile::tempdir().unwrap();
+    let written = synth::run(&options(11), dir.path()).unwrap();
+    let config = Config::load(&dir.path().join("onceonly.toml")).unwrap();
+    let audit_of = |tables: &onceonly::sources::Tables| {
+        audit::audit_tables(&config, tables, &AuditOptions::default())
+            .unwrap()
+            .report
+    };
+    let (mut tables, _) = onceonly::sources::saved::load(dir.path(), false).unwrap();
+    let in_order = audit_of(&tables);
+    assert_same(
+        "rows in order",
+        11,
+        &in_order.findings,
+        &written.truth.findings,
+    );
+
+    type Order = fn(usize, usize) -> usize;
+    let orders: [(&str, Order); 2] = [
+        ("reversed", |row, rows| rows - 1 - row),
+        // 7,919 is prime, so this visits every row once unless it divides the row count.
+        ("shuffled", |row, rows| (row * 7_919 + 13) % rows),
+    ];
+    for (name, order) in orders {
+        let reorder = |frame: &DataFrame| {
+            let rows = frame.height();
+            assert_ne!(rows % 7_919, 0);
+            let order: Vec<IdxSize> = (0..rows).map(|row| order(row, rows) as IdxSize).collect();
+            let order = IdxCa::from_vec("order".into(), order);
+            frame.take(&order).unwrap()
+        };
+        let (attempts, journal, provider) = (
+            reorder(&tables.attempts),
+            reorder(&tables.journal),
+            reorder(&tables.provider),
+        );
+        tables.attempts = attempts;
+        tables.journal = journal;
+        tables.provider = provider;
+        let report = audit_of(&tables);
+        assert_same(name, 11, &report.findings, &written.truth.findings);
+        assert_eq!(
+            report.summary.verdicts, in_order.summary.verdicts,
+            "{name}: every try judged alike"
+        );
+    }
+}
+
 /// Auditing one DAG reads only its runs' journal rows, and the keys and ids of those rows are
 /// numbered apart from the whole journal's: each DAG's audit finds exactly that DAG's faults.
 ///
