@@ -11,6 +11,8 @@
 //! | `failed-before-effect` | failed with nothing created (a `failed` row, or no journal row at all) |
 //! | `no-operation` | did not fail, wrote no journal row and created nothing under its key |
 
+use std::collections::BTreeMap;
+
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
@@ -32,7 +34,8 @@ pub const VERDICTS: [&str; 7] = [
 /// Every step is a pass over arrays indexed by the try's row, the object's row or the dense
 /// key and id numbers `prepare` gave each frame: at a million tries the joins and group-bys on
 /// text keys this replaces took seconds.
-pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
+/// Also returns how many tries had each verdict (those no try had are left out).
+pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>)> {
     let tries = &prepared.tries;
     let t = std::time::Instant::now();
     let journal = Journal::of(prepared)?;
@@ -97,10 +100,25 @@ pub fn compute(prepared: &Prepared) -> Result<DataFrame> {
     out.hstack_mut(&[
         judged.op_key.into_column(),
         judged.external_id.into_column(),
-        judged.verdict.into_column(),
+        crate::cells::repeated_texts(
+            "verdict",
+            &VERDICTS,
+            judged.verdict.iter().map(|&v| Some(v)),
+        )
+        .into_column(),
     ])
     .engine("computing verdicts")?;
-    Ok(out)
+    let mut counts = [0usize; VERDICTS.len()];
+    for &verdict in &judged.verdict {
+        counts[verdict as usize] += 1;
+    }
+    let counts = VERDICTS
+        .iter()
+        .zip(counts)
+        .filter(|&(_, count)| count > 0)
+        .map(|(verdict, count)| (verdict.to_string(), count))
+        .collect();
+    Ok((out, counts))
 }
 
 /// What the verdicts are drawn from.
@@ -117,11 +135,11 @@ struct Facts<'a> {
     states: StringChunked,
 }
 
-/// The key, the object and the verdict of a range of tries.
+/// The key, the object and the verdict (its place in `VERDICTS`) of a range of tries.
 struct Judged {
     op_key: StringChunked,
     external_id: StringChunked,
-    verdict: StringChunked,
+    verdict: Vec<IdxSize>,
 }
 
 impl Judged {
@@ -132,9 +150,7 @@ impl Judged {
         self.external_id
             .append(&other.external_id)
             .engine("computing verdicts")?;
-        self.verdict
-            .append(&other.verdict)
-            .engine("computing verdicts")?;
+        self.verdict.extend(other.verdict);
         Ok(())
     }
 }
@@ -155,7 +171,7 @@ impl Facts<'_> {
         } = self;
         let mut op_key = StringChunkedBuilder::new("op_key".into(), rows.len());
         let mut external_id = StringChunkedBuilder::new("external_id".into(), rows.len());
-        let mut verdicts = StringChunkedBuilder::new("verdict".into(), rows.len());
+        let mut verdicts = Vec::with_capacity(rows.len());
         for row in rows {
             let rows = journal.of_try.get(row).copied().unwrap_or_default();
             // The try's key: that of its first journal row, else the expected one.
@@ -239,12 +255,13 @@ impl Facts<'_> {
             };
             op_key.append_option(key_text);
             external_id.append_option(object);
-            verdicts.append_value(verdict);
+            let place = VERDICTS.iter().position(|known| *known == verdict);
+            verdicts.push(place.expect("every verdict is one of VERDICTS") as IdxSize);
         }
         Judged {
             op_key: op_key.finish(),
             external_id: external_id.finish(),
-            verdict: verdicts.finish(),
+            verdict: verdicts,
         }
     }
 }

@@ -386,20 +386,8 @@ type RunsAndBases = (usize, BTreeMap<String, usize>);
 /// counts.
 fn verdicts(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>, RunsAndBases)> {
     let started = std::time::Instant::now();
-    let verdicts = crate::verdicts::compute(prepared)?;
+    let (verdicts, counts) = crate::verdicts::compute(prepared)?;
     crate::timing::phase("verdicts:compute", started);
-    let mut counts = BTreeMap::new();
-    for verdict in crate::cells::text_column(&verdicts, "verdict")?
-        .iter()
-        .flatten()
-    {
-        match counts.get_mut(verdict) {
-            Some(count) => *count += 1,
-            None => {
-                counts.insert(verdict.to_string(), 1);
-            }
-        }
-    }
     let counting = std::time::Instant::now();
     let runs = runs_and_bases(prepared)?;
     crate::timing::phase("verdicts:runs", counting);
