@@ -43,6 +43,19 @@ pub fn number_column(df: &DataFrame, name: &str) -> Result<UInt32Chunked> {
     Ok(df.column(name).engine(name)?.u32().engine(name)?.clone())
 }
 
+/// One array of text, for reading cells by row without finding the row's chunk first.
+pub type TextArray = <StringType as PolarsDataType>::Array;
+/// One array of integers, read by row like `TextArray`.
+pub type IntArray = <Int64Type as PolarsDataType>::Array;
+
+/// A column's cells in one array (copied only if polars holds them in several chunks).
+pub fn one_array<T: PolarsDataType>(column: &ChunkedArray<T>) -> T::Array
+where
+    T::Array: Clone,
+{
+    column.rechunk().downcast_as_array().clone()
+}
+
 /// A text column of few distinct values: row `i` is `distinct[rows[i]]`, NULL where
 /// `rows[i]` is None. The values are written once and every row points at its own: rows
 /// copied one by one wrote each value's bytes again for every row.

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
+use crate::cells::IntArray;
 use crate::error::{EngineContext, Result};
 use crate::prepare::{NONE, Prepared};
 
@@ -415,9 +416,6 @@ struct IntervalParts {
     iv_end: IntArray,
 }
 
-/// One array of integers: read by row without finding the row's chunk first.
-type IntArray = <Int64Type as PolarsDataType>::Array;
-
 impl IntervalParts {
     fn key(&self, row: usize) -> IntervalKey {
         interval_key(
@@ -450,10 +448,9 @@ impl Intervals {
         let operation = crate::cells::text_column(tries, "operation")?;
         let mut operations = crate::prepare::Numbers::default();
         let int = |name: &str| -> Result<IntArray> {
-            Ok(crate::cells::int_column(tries, name)?
-                .rechunk()
-                .downcast_as_array()
-                .clone())
+            Ok(crate::cells::one_array(&crate::cells::int_column(
+                tries, name,
+            )?))
         };
         let parts = IntervalParts {
             operation: operations.add(&operation),

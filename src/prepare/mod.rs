@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 
 use polars::prelude::*;
 
+use crate::cells::{IntArray, TextArray, one_array};
 use crate::config::{Config, Operation};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
@@ -372,12 +373,11 @@ impl RunCells {
 impl Runs {
     fn of(dags: &StringChunked, runs: &StringChunked) -> Runs {
         use std::hash::BuildHasher;
-        let text = |column: &StringChunked| column.rechunk().downcast_as_array().clone();
         let hasher = PlRandomState::default();
         let mut table = hashbrown::HashTable::with_capacity(dags.len());
         let mut cells = RunCells {
-            dags: text(dags),
-            runs: text(runs),
+            dags: one_array(dags),
+            runs: one_array(runs),
             first_rows: Vec::new(),
         };
         let mut of_try = Vec::with_capacity(dags.len());
@@ -454,9 +454,6 @@ struct TryCells {
     number: IntArray,
 }
 
-type TextArray = <StringType as PolarsDataType>::Array;
-type IntArray = <Int64Type as PolarsDataType>::Array;
-
 /// One try's `TRY` values, as a journal row gives them.
 type TryKey<'a> = (&'a str, &'a str, &'a str, i64, i64);
 
@@ -480,14 +477,12 @@ impl TryIndex {
     fn new(tries: &DataFrame) -> Result<TryIndex> {
         use std::hash::BuildHasher;
         let keys = TryKeys::of(tries)?;
-        let text = |column: &StringChunked| column.rechunk().downcast_as_array().clone();
-        let int = |column: &Int64Chunked| column.rechunk().downcast_as_array().clone();
         let cells = TryCells {
-            dag: text(&keys.dag),
-            run: text(&keys.run),
-            task: text(&keys.task),
-            map: int(&keys.map),
-            number: int(&keys.number),
+            dag: one_array(&keys.dag),
+            run: one_array(&keys.run),
+            task: one_array(&keys.task),
+            map: one_array(&keys.map),
+            number: one_array(&keys.number),
         };
         let hasher = PlRandomState::default();
         let mut table = hashbrown::HashTable::with_capacity(tries.height());
