@@ -102,3 +102,36 @@ pub fn groups(df: &DataFrame, key: &[&str]) -> Result<Vec<(usize, Vec<usize>)>> 
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_texts_point_every_row_at_its_value() {
+        let rows = [Some(1), None, Some(0), Some(1)].into_iter();
+        let column = repeated_texts("basis", &["data_interval", "run_after"], rows);
+        let cells: Vec<Option<&str>> = column.iter().collect();
+        assert_eq!(
+            cells,
+            [
+                Some("run_after"),
+                None,
+                Some("data_interval"),
+                Some("run_after")
+            ]
+        );
+        assert_eq!(column.name().as_str(), "basis");
+    }
+
+    #[test]
+    fn repeated_texts_of_no_values_are_all_null() {
+        // No try belongs to an operation: every row is NULL and there is nothing to point at.
+        let none: [&str; 0] = [];
+        let column = repeated_texts("operation", &none, [None, None].into_iter());
+        assert_eq!(column.len(), 2);
+        assert_eq!(column.null_count(), 2);
+        let empty = repeated_texts("operation", &none, std::iter::empty());
+        assert_eq!(empty.len(), 0);
+    }
+}
