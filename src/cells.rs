@@ -48,6 +48,12 @@ pub type TextArray = <StringType as PolarsDataType>::Array;
 /// One array of integers, read by row like `TextArray`.
 pub type IntArray = <Int64Type as PolarsDataType>::Array;
 
+/// A column in one chunk, for reading cells by row (`get`) without finding the row's chunk
+/// first (copied only if polars holds it in several).
+pub fn one_chunk<T: PolarsDataType>(column: ChunkedArray<T>) -> ChunkedArray<T> {
+    column.rechunk().into_owned()
+}
+
 /// A column's cells in one array (copied only if polars holds them in several chunks).
 pub fn one_array<T: PolarsDataType>(column: &ChunkedArray<T>) -> T::Array
 where

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use crate::cells::IntArray;
+use crate::cells::{IntArray, one_chunk};
 use crate::error::{EngineContext, Result};
 use crate::prepare::{NONE, Prepared};
 
@@ -49,9 +49,7 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
     let t = std::time::Instant::now();
 
     let int = |name: &str| -> Result<Int64Chunked> {
-        Ok(crate::cells::int_column(tries, name)?
-            .rechunk()
-            .into_owned())
+        Ok(one_chunk(crate::cells::int_column(tries, name)?))
     };
     let facts = Facts {
         journal,
@@ -61,15 +59,9 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         start: int("start_date")?,
         end: int("end_date")?,
         iv_start: int("iv_start")?,
-        expected: crate::cells::text_column(tries, "expected_key")?
-            .rechunk()
-            .into_owned(),
-        expected_key: crate::cells::number_column(tries, "key_id")?
-            .rechunk()
-            .into_owned(),
-        states: crate::cells::text_column(tries, "state")?
-            .rechunk()
-            .into_owned(),
+        expected: one_chunk(crate::cells::text_column(tries, "expected_key")?),
+        expected_key: one_chunk(crate::cells::number_column(tries, "key_id")?),
+        states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
     let half = tries.height() / 2;
@@ -293,14 +285,10 @@ impl Journal {
         let frame = &prepared.journal;
         let text = |name: &str| crate::cells::text_column(frame, name);
         let number = |name: &str| -> Result<UInt32Chunked> {
-            Ok(crate::cells::number_column(frame, name)?
-                .rechunk()
-                .into_owned())
+            Ok(one_chunk(crate::cells::number_column(frame, name)?))
         };
         let phases = text("phase")?;
-        let recorded = crate::cells::int_column(frame, "recorded_at")?
-            .rechunk()
-            .into_owned();
+        let recorded = one_chunk(crate::cells::int_column(frame, "recorded_at")?);
         let external_id = text("external_id")?;
         let try_row = crate::cells::number_column(frame, "try_row")?;
         let mut of_try = vec![TryRows::default(); prepared.tries.height()];
@@ -364,9 +352,7 @@ impl Objects {
         let keys = crate::cells::number_column(&frame, "key_id")?;
         let by_key = crate::prepare::Grouped::new(prepared.key_count, || keys.iter());
         let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(crate::cells::int_column(&frame, name)?
-                .rechunk()
-                .into_owned())
+            Ok(one_chunk(crate::cells::int_column(&frame, name)?))
         };
         Ok(Objects {
             ids: crate::cells::text_column(&frame, "external_id")?,
@@ -395,13 +381,11 @@ impl Objects {
 /// it goes on with the journal and the objects.
 pub struct Intervals {
     operations: PlHashMap<String, u32>,
-    /// The intervals by a 64-bit hash of their key, each with the try that first had it; an
-    /// interval whose hash an earlier one took is in `collided`. (A table of the keys
-    /// themselves took 84 MB at a million intervals; this one a third of that.)
-    groups: PlHashMap<u64, (u32, u32)>,
-    collided: PlHashMap<IntervalKey, u32>,
-    hasher: PlRandomState,
-    /// The parts of each try's key, to check a hash's match against.
+    /// The intervals' numbers; an interval's key is the parts of the try that first had it.
+    /// (A table of the keys themselves took 84 MB at a million intervals.)
+    table: crate::prepare::NumberTable,
+    first_tries: Vec<u32>,
+    /// The parts of each try's key.
     parts: IntervalParts,
     /// Each try's interval; None where one of its parts is NULL (it matches no object).
     of_try: Vec<Option<u32>>,
@@ -460,9 +444,8 @@ impl Intervals {
         };
         let mut intervals = Intervals {
             operations: operations.owned(),
-            groups: PlHashMap::with_capacity(tries.height()),
-            collided: PlHashMap::default(),
-            hasher: PlRandomState::default(),
+            table: crate::prepare::NumberTable::with_capacity(tries.height()),
+            first_tries: Vec::new(),
             parts,
             of_try: Vec::with_capacity(tries.height()),
             ended: Vec::new(),
@@ -490,31 +473,26 @@ impl Intervals {
     /// The number of the interval `key`, numbering it (with `first_try` as the try that first
     /// had it) if it is not numbered yet.
     fn add(&mut self, key: IntervalKey, first_try: u32) -> u32 {
-        use std::hash::BuildHasher;
-        let next = (self.groups.len() + self.collided.len()) as u32;
-        let hash = self.hasher.hash_one(key);
-        match self.groups.get(&hash) {
-            Some(&(group, row)) if self.parts.key(row as usize) == key => group,
-            Some(_) => *self.collided.entry(key).or_insert(next),
-            None => {
-                self.groups.insert(hash, (next, first_try));
-                next
-            }
-        }
+        let next = self.first_tries.len() as u32;
+        let (parts, firsts) = (&self.parts, &self.first_tries);
+        let known = self
+            .table
+            .find_or_add(key, next, |n| parts.key(firsts[n as usize] as usize));
+        known.unwrap_or_else(|| {
+            self.first_tries.push(first_try);
+            next
+        })
     }
 
     /// The number of the interval `key`, None if no try has it.
     fn find(&self, key: IntervalKey) -> Option<u32> {
-        use std::hash::BuildHasher;
-        match self.groups.get(&self.hasher.hash_one(key)) {
-            Some(&(group, row)) if self.parts.key(row as usize) == key => Some(group),
-            Some(_) => self.collided.get(&key).copied(),
-            None => None,
-        }
+        self.table.find(key, |n| {
+            self.parts.key(self.first_tries[n as usize] as usize)
+        })
     }
 
     fn count(&self) -> usize {
-        self.groups.len() + self.collided.len()
+        self.first_tries.len()
     }
 
     /// Per interval, its first live object: by creation time (NULL first), then id.
@@ -586,7 +564,7 @@ fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option
             .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
             .then(a.3.cmp(&b.3))
     });
-    let end = end.rechunk();
+    let end = one_chunk(end);
     let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
     let mut latest: Option<i64> = None;
     for (position, &(group, .., row)) in order.iter().enumerate() {

@@ -20,8 +20,10 @@ use crate::keys::conf_column;
 use crate::timing::Run;
 
 mod objects;
+mod table;
 
 pub use objects::{Grouped, NONE, Numbers};
+pub use table::NumberTable;
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
 /// microseconds before a try's intent or start may still be that try's.
@@ -260,15 +262,9 @@ impl Prepared {
         drop(index);
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
-        let run_numbers = UInt32Chunked::from_iter_options(
-            "run_number".into(),
-            runs.of_try.iter().map(|&run| (run != NONE).then_some(run)),
-        );
-        drop(runs);
+        let run_numbers = numbers_column("run_number", runs.of_try);
         let mut tries = tries;
-        tries
-            .with_column(run_numbers.into_column())
-            .engine("run numbers")?;
+        tries.with_column(run_numbers).engine("run numbers")?;
         // Each row takes its run's interval from any try of the run (all of them agree).
         let interval = tries
             .select(["iv_start", "iv_end", "interval"])
@@ -294,24 +290,16 @@ impl Prepared {
         intervals: crate::verdicts::Intervals,
         t: std::time::Instant,
     ) -> Result<Prepared> {
-        let ids = |name: &str, ids: Vec<u32>| {
-            UInt32Chunked::from_iter_options(
-                name.into(),
-                ids.into_iter()
-                    .map(|id| (id != objects::NONE).then_some(id)),
-            )
-            .into_column()
-        };
         let interned = attributed.interned;
         let mut tries = tries;
         tries
-            .with_column(ids("key_id", interned.try_keys))
+            .with_column(numbers_column("key_id", interned.try_keys))
             .engine("key ids")?;
         let mut journal = journal;
         journal
             .hstack_mut(&[
-                ids("key_id", interned.journal_keys),
-                ids("xid", interned.journal_ids),
+                numbers_column("key_id", interned.journal_keys),
+                numbers_column("xid", interned.journal_ids),
             ])
             .engine("key ids")?;
         let objects = attributed.objects;
@@ -331,6 +319,17 @@ impl Prepared {
     }
 }
 
+/// A column of dense numbers, NULL where a number is `NONE`.
+fn numbers_column(name: &str, numbers: Vec<u32>) -> Column {
+    UInt32Chunked::from_iter_options(
+        name.into(),
+        numbers
+            .into_iter()
+            .map(|number| (number != NONE).then_some(number)),
+    )
+    .into_column()
+}
+
 /// The journal with each row's `operation` (journal rows of tasks no `[[operation]]` names
 /// still describe operations: `dag_id.task_id`) and `map_index` -1 where it is NULL.
 fn name_journal_operations(config: &Config, journal: &DataFrame) -> Result<DataFrame> {
@@ -346,12 +345,10 @@ fn name_journal_operations(config: &Config, journal: &DataFrame) -> Result<DataF
 }
 
 /// The runs of the tries, numbered densely from 0 in the order first seen: each try's run
-/// number (`NONE` where its dag_id or run_id is NULL) and each run's first try. The table
-/// holds run numbers, each checked against the cells of its run's first try, as `TryIndex`
-/// checks its rows.
+/// number (`NONE` where its dag_id or run_id is NULL) and each run's first try, whose cells
+/// are a run number's key.
 struct Runs {
-    table: hashbrown::HashTable<u32>,
-    hasher: PlRandomState,
+    table: NumberTable,
     cells: RunCells,
     of_try: Vec<u32>,
 }
@@ -372,9 +369,7 @@ impl RunCells {
 
 impl Runs {
     fn of(dags: &StringChunked, runs: &StringChunked) -> Runs {
-        use std::hash::BuildHasher;
-        let hasher = PlRandomState::default();
-        let mut table = hashbrown::HashTable::with_capacity(dags.len());
+        let mut table = NumberTable::with_capacity(dags.len());
         let mut cells = RunCells {
             dags: one_array(dags),
             runs: one_array(runs),
@@ -390,16 +385,12 @@ impl Runs {
             let number = match previous {
                 Some((before, number)) if before == (dag, run) => number,
                 _ => {
-                    let hash = hasher.hash_one((dag, run));
-                    let number = match table.find(hash, |&n| cells.key(n) == (dag, run)) {
-                        Some(&number) => number,
-                        None => {
-                            let next = cells.first_rows.len() as u32;
-                            cells.first_rows.push(row as IdxSize);
-                            table.insert_unique(hash, next, |&n| hasher.hash_one(cells.key(n)));
-                            next
-                        }
-                    };
+                    let next = cells.first_rows.len() as u32;
+                    let known = table.find_or_add((dag, run), next, |n| cells.key(n));
+                    let number = known.unwrap_or_else(|| {
+                        cells.first_rows.push(row as IdxSize);
+                        next
+                    });
                     previous = Some(((dag, run), number));
                     number
                 }
@@ -408,7 +399,6 @@ impl Runs {
         }
         Runs {
             table,
-            hasher,
             cells,
             of_try,
         }
@@ -416,11 +406,7 @@ impl Runs {
 
     /// The number of a run, None if no try has it.
     fn get(&self, dag: &str, run: &str) -> Option<u32> {
-        use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one((dag, run));
-        self.table
-            .find(hash, |&n| self.cells.key(n) == (dag, run))
-            .copied()
+        self.table.find((dag, run), |n| self.cells.key(n))
     }
 
     /// A run's first try.
@@ -433,13 +419,11 @@ impl Runs {
     }
 }
 
-/// The audited tries by their `TRY` columns, for journal rows to find their own. The table
-/// holds only each try's row and is probed with a hash of the five values, each candidate
-/// checked against its row's own cells: four bytes a try, where a map keyed by the values
-/// took forty, and a journal row costs one hash of its strings and one probe.
+/// The audited tries by their `TRY` columns, for journal rows to find their own: a table of
+/// try rows, each checked against its row's own cells, so a journal row costs one hash of
+/// its strings and one probe.
 struct TryIndex {
-    table: hashbrown::HashTable<IdxSize>,
-    hasher: PlRandomState,
+    table: NumberTable,
     cells: TryCells,
     /// Whether each try is in the table: its values are not NULL and no earlier try has them.
     indexed: Vec<bool>,
@@ -475,7 +459,6 @@ impl TryIndex {
     /// Tries with a NULL among their `TRY` values are left out: no journal row can name them.
     /// Of tries with the same values, the first is the one found.
     fn new(tries: &DataFrame) -> Result<TryIndex> {
-        use std::hash::BuildHasher;
         let keys = TryKeys::of(tries)?;
         let cells = TryCells {
             dag: one_array(&keys.dag),
@@ -484,24 +467,18 @@ impl TryIndex {
             map: one_array(&keys.map),
             number: one_array(&keys.number),
         };
-        let hasher = PlRandomState::default();
-        let mut table = hashbrown::HashTable::with_capacity(tries.height());
+        let mut table = NumberTable::with_capacity(tries.height());
         let mut indexed = vec![false; tries.height()];
         for (row, key) in keys.rows().enumerate() {
             let (Some(dag), Some(run), Some(task), Some(map), Some(number)) = key else {
                 continue;
             };
             let key = (dag, run, task, map, number);
-            let hash = hasher.hash_one(key);
-            if table.find(hash, |&row| cells.key(row) == key).is_none() {
-                let rehash = |&row: &IdxSize| hasher.hash_one(cells.key(row));
-                table.insert_unique(hash, row as IdxSize, rehash);
-                indexed[row] = true;
-            }
+            let known = table.find_or_add(key, row as IdxSize, |row| cells.key(row));
+            indexed[row] = known.is_none();
         }
         Ok(TryIndex {
             table,
-            hasher,
             cells,
             indexed,
         })
@@ -517,16 +494,8 @@ impl TryIndex {
             {
                 Some(row)
             }
-            _ => self.get(key),
+            _ => self.table.find(key, |row| self.cells.key(row)),
         }
-    }
-
-    fn get(&self, key: TryKey<'_>) -> Option<IdxSize> {
-        use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one(key);
-        self.table
-            .find(hash, |&row| self.cells.key(row) == key)
-            .copied()
     }
 }
 

@@ -3,10 +3,12 @@
 //! At a million intervals this is a dozen joins and group-bys on long text keys (`op_key`,
 //! `external_id`). Done as polars queries they took four seconds, most of it hashing the same
 //! strings again in every step. Here each key and each id is hashed once, into a dense integer
-//! ([`Ids`]), and every later step is an array lookup by that integer.
+//! ([`Numbers`]), and every later step is an array lookup by that integer.
 
 use polars::prelude::*;
 
+use super::NumberTable;
+use crate::cells::one_chunk;
 use crate::config::Config;
 use crate::error::{EngineContext, Result};
 
@@ -16,24 +18,21 @@ pub const NONE: u32 = u32::MAX;
 /// Dense numbers for strings: equal strings get equal numbers, counted from 0 in first-seen
 /// order; NULL is `NONE`. Keys and object ids here, operation names in the verdicts.
 ///
-/// The table holds only the numbers, four bytes each, and a probe compares the string with
-/// `texts[number]`: a table of (string, number) pairs took six times the memory, so fewer of
-/// its probes found their bucket in cache. Strings are numbered in the order they are read,
-/// and later columns read them in much the same order, so `texts` is read nearly in order.
+/// A probe compares the string with `texts[number]`. Strings are numbered in the order they
+/// are read, and later columns read them in much the same order, so `texts` is read nearly
+/// in order.
 #[derive(Default)]
 pub struct Numbers<'a> {
-    table: hashbrown::HashTable<u32>,
+    table: NumberTable,
     texts: Vec<&'a str>,
-    hasher: PlRandomState,
 }
 
 impl<'a> Numbers<'a> {
     /// The number of each cell, giving new strings new numbers.
     pub fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        use std::hash::BuildHasher;
-        let (texts, hasher) = (&self.texts, &self.hasher);
+        let texts = &self.texts;
         self.table
-            .reserve(column.len(), |&n| hasher.hash_one(texts[n as usize]));
+            .reserve(column.len(), |number| texts[number as usize]);
         same_as_before(column, |text, previous| self.number(text, previous))
     }
 
@@ -47,21 +46,21 @@ impl<'a> Numbers<'a> {
 
     /// The number of `text`, numbering it if it is new.
     fn number(&mut self, text: &'a str, previous: Option<u32>) -> u32 {
-        use std::hash::BuildHasher;
         if let Some(next) = self.next_after(previous, text) {
             return next;
         }
-        let hash = self.hasher.hash_one(text);
-        let texts = &self.texts;
-        if let Some(&known) = self.table.find(hash, |&n| texts[n as usize] == text) {
-            return known;
-        }
         let next = self.texts.len() as u32;
-        let (texts, hasher) = (&self.texts, &self.hasher);
-        self.table
-            .insert_unique(hash, next, |&n| hasher.hash_one(texts[n as usize]));
-        self.texts.push(text);
-        next
+        let texts = &self.texts;
+        match self
+            .table
+            .find_or_add(text, next, |number| texts[number as usize])
+        {
+            Some(known) => known,
+            None => {
+                self.texts.push(text);
+                next
+            }
+        }
     }
 
     /// `add` for a column whose strings are mostly numbered already: the cells are looked up
@@ -96,11 +95,8 @@ impl<'a> Numbers<'a> {
 
     /// The number of a string; `NONE` if it is not numbered.
     pub fn get(&self, text: &str) -> u32 {
-        use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one(text);
         self.table
-            .find(hash, |&n| self.texts[n as usize] == text)
-            .copied()
+            .find(text, |number| self.texts[number as usize])
             .unwrap_or(NONE)
     }
 
@@ -256,9 +252,7 @@ pub fn attribute(
 ) -> Result<Attributed> {
     let text = crate::cells::text_column;
     let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
-        Ok(crate::cells::int_column(frame, name)?
-            .rechunk()
-            .into_owned())
+        Ok(one_chunk(crate::cells::int_column(frame, name)?))
     };
     let SourceNumbers {
         columns,
@@ -308,8 +302,13 @@ pub fn attribute(
                 home,
             })
         });
-        let said = JournalSays::of(all_journal, all_keys, &all_key, &all_id)
-            .map(|says| says.counted(source_key_count, id_count));
+        let numbers = JournalNumbers {
+            key_ids: &all_key,
+            ids: &all_id,
+            key_count: source_key_count,
+            id_count,
+        };
+        let said = JournalSays::of(all_journal, all_keys, numbers);
         crate::timing::phase("prepare:objects:journal", t);
         (homed.join().expect("finding homes does not panic"), said)
     });
@@ -506,51 +505,30 @@ struct JournalSays<'a> {
     try_numbers: Int64Chunked,
 }
 
-/// The whole journal's cells `JournalSays` is read from.
-struct JournalCells<'a, 'n> {
-    keys: &'a StringChunked,
+/// The whole journal's key and id numbers, each below its count.
+struct JournalNumbers<'n> {
     key_ids: &'n [u32],
     ids: &'n [u32],
-    phases: StringChunked,
-    recorded: Int64Chunked,
-    try_numbers: Int64Chunked,
+    key_count: usize,
+    id_count: usize,
 }
 
 impl<'a> JournalSays<'a> {
-    /// `key_ids` and `ids` are the whole journal's numbers.
-    fn of<'n>(
+    /// `keys` are the whole journal's `op_key` cells.
+    fn of(
         all_journal: &DataFrame,
         keys: &'a StringChunked,
-        key_ids: &'n [u32],
-        ids: &'n [u32],
-    ) -> Result<JournalCells<'a, 'n>> {
-        let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(crate::cells::int_column(all_journal, name)?
-                .rechunk()
-                .into_owned())
-        };
-        Ok(JournalCells {
-            keys,
+        numbers: JournalNumbers<'_>,
+    ) -> Result<JournalSays<'a>> {
+        let JournalNumbers {
             key_ids,
             ids,
-            phases: crate::cells::text_column(all_journal, "phase")?,
-            recorded: int("recorded_at")?,
-            try_numbers: int("try_number")?,
-        })
-    }
-}
-
-impl<'a> JournalCells<'a, '_> {
-    /// Every key number is below `key_count`, every id number below `id_count`.
-    fn counted(self, key_count: usize, id_count: usize) -> JournalSays<'a> {
-        let JournalCells {
-            keys,
-            key_ids,
-            ids,
-            phases,
-            recorded,
-            try_numbers,
-        } = self;
+            key_count,
+            id_count,
+        } = numbers;
+        let phases = crate::cells::text_column(all_journal, "phase")?;
+        let recorded = one_chunk(crate::cells::int_column(all_journal, "recorded_at")?);
+        let try_numbers = one_chunk(crate::cells::int_column(all_journal, "try_number")?);
         let mut named_key: Vec<Option<(&str, u32)>> = vec![None; id_count];
         let mut named = vec![false; id_count];
         let mut committed = vec![false; id_count];
@@ -590,7 +568,7 @@ impl<'a> JournalCells<'a, '_> {
                     .filter(|&k| k != NONE)
             })
         });
-        JournalSays {
+        Ok(JournalSays {
             named_key,
             named,
             committed,
@@ -599,7 +577,7 @@ impl<'a> JournalCells<'a, '_> {
             intents,
             recorded,
             try_numbers,
-        }
+        })
     }
 }
 
@@ -722,9 +700,7 @@ type HomeOrder<'a> = (
 impl<'f> HomeColumns<'f> {
     fn of(frame: &'f DataFrame) -> Result<HomeColumns<'f>> {
         let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(crate::cells::int_column(frame, name)?
-                .rechunk()
-                .into_owned())
+            Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
         Ok(HomeColumns {
             frame,
@@ -808,9 +784,7 @@ impl<'f> Homes<'f> {
     /// journal rows with no try of their own are taken from the journal.
     fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
         let journal_height = self.journal.frame.height() as u32;
-        let own_try = crate::cells::number_column(self.journal.frame, "try_row")?
-            .rechunk()
-            .into_owned();
+        let own_try = one_chunk(crate::cells::number_column(self.journal.frame, "try_row")?);
         let mut try_rows = Vec::with_capacity(homes.len());
         let mut journal_rows = Vec::with_capacity(homes.len());
         for &home in homes {
