@@ -131,7 +131,7 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
     let times = times.i64()?;
     let mut texts: Vec<String> = Vec::new();
     let mut seen: polars::prelude::PlHashMap<i64, usize> = Default::default();
-    let mut rows: Vec<Option<usize>> = Vec::with_capacity(times.len());
+    let mut rows: Vec<Option<IdxSize>> = Vec::with_capacity(times.len());
     let mut previous: Option<(i64, usize)> = None;
     for time in times.iter() {
         let Some(time) = time else {
@@ -158,13 +158,10 @@ pub fn format_times(frame: &DataFrame, column: &str, format: &str) -> PolarsResu
             }
         };
         previous = Some((time, index));
-        rows.push(Some(index));
+        rows.push(Some(index as IdxSize));
     }
     let name = formatted_name(column, format);
-    let rows = rows
-        .into_iter()
-        .map(|row| row.map(|index| index as IdxSize));
-    Ok(crate::cells::repeated_texts(&name, &texts, rows).into_column())
+    Ok(crate::cells::repeated_texts(&name, &texts, rows.into_iter()).into_column())
 }
 
 /// The column a time or conf part is read from: the formatted time (`format_times`) or the

@@ -35,6 +35,7 @@ pub const VERDICTS: [&str; 7] = [
 /// Every step is a pass over arrays indexed by the try's row, the object's row or the dense
 /// key and id numbers `prepare` gave each frame: at a million tries the joins and group-bys on
 /// text keys this replaces took seconds.
+///
 /// Also returns how many tries had each verdict (those no try had are left out).
 pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>)> {
     let tries = &prepared.tries;
@@ -64,12 +65,7 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
-    let half = tries.height() / 2;
-    let (mut judged, rest) = std::thread::scope(|threads| {
-        let rest = threads.spawn(|| facts.judge(half..tries.height()));
-        let first = facts.judge(0..half);
-        (first, rest.join().expect("judging tries does not panic"))
-    });
+    let (mut judged, rest) = crate::prepare::in_halves(tries.height(), |part| facts.judge(part));
     judged.append(rest)?;
 
     crate::timing::phase("verdicts:tries", t);

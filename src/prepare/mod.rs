@@ -10,6 +10,7 @@
 //! date, else `run_after`; `basis` says which one was used.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use polars::prelude::*;
 
@@ -319,6 +320,20 @@ impl Prepared {
     }
 }
 
+/// `work` on the first and on the second half of `0..rows`, the second half on a thread of its
+/// own.
+pub(crate) fn in_halves<T: Send>(rows: usize, work: impl Fn(Range<usize>) -> T + Sync) -> (T, T) {
+    let half = rows / 2;
+    std::thread::scope(|threads| {
+        let second = threads.spawn(|| work(half..rows));
+        let first = work(0..half);
+        (
+            first,
+            second.join().expect("work on half the rows does not panic"),
+        )
+    })
+}
+
 /// A column of dense numbers, NULL where a number is `NONE`.
 fn numbers_column(name: &str, numbers: Vec<u32>) -> Column {
     UInt32Chunked::from_iter_options(
@@ -509,9 +524,9 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
-    let lookup = |offset: i64, length: usize| -> Vec<Found> {
+    let lookup = |part: Range<usize>| -> Vec<Found> {
         let mut previous: Option<(PartialKey<'_>, Found)> = None;
-        rows.slice(offset, length)
+        rows.slice(part.start as i64, part.len())
             .rows()
             .map(|key| match previous {
                 Some((before, found)) if before == key => found,
@@ -534,15 +549,7 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
             })
             .collect()
     };
-    let half = journal.height() / 2;
-    let (mut found, rest) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| lookup(half as i64, journal.height() - half));
-        let first = lookup(0, half);
-        (
-            first,
-            second.join().expect("the lookup thread does not panic"),
-        )
-    });
+    let (mut found, rest) = in_halves(journal.height(), lookup);
     found.extend(rest);
     Ok((
         IdxCa::from_iter_options("run_row".into(), found.iter().map(|(run, _)| *run)),

@@ -67,12 +67,9 @@ impl<'a> Numbers<'a> {
     /// in two halves, one on a thread of its own, and only the strings not numbered yet are
     /// then added, in the order of their cells, so the numbers are the ones `add` gives.
     pub fn add_mostly_known(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        let half = column.len() / 2;
-        let (mut numbers, rest) = std::thread::scope(|threads| {
-            let this = &*self;
-            let rest = threads.spawn(move || this.find(&column.slice(half as i64, usize::MAX)));
-            let first = this.find(&column.slice(0, half));
-            (first, rest.join().expect("numbering does not panic"))
+        let this = &*self;
+        let (mut numbers, rest) = super::in_halves(column.len(), |part| {
+            this.find(&column.slice(part.start as i64, part.len()))
         });
         numbers.extend(rest);
         for (row, number) in numbers.iter_mut().enumerate() {
@@ -414,15 +411,7 @@ pub fn attribute(
         (keep, out)
     };
     // In two halves, one on a thread of its own.
-    let half = provider.height() / 2;
-    let ((mut keep, mut out), rest) = std::thread::scope(|threads| {
-        let rest = threads.spawn(|| attribute_rows(half..provider.height()));
-        let first = attribute_rows(0..half);
-        (
-            first,
-            rest.join().expect("attributing objects does not panic"),
-        )
-    });
+    let ((mut keep, mut out), rest) = super::in_halves(provider.height(), attribute_rows);
     keep.extend(rest.0);
     out.extend(rest.1);
 
