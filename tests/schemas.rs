@@ -172,25 +172,33 @@ impl Schemas {
                     }
                 }
                 "allOf" | "anyOf" | "oneOf" => {
-                    let passing = argument
+                    let branches: Vec<Vec<String>> = argument
                         .as_array()
                         .unwrap()
                         .iter()
-                        .filter(|branch| {
+                        .map(|branch| {
                             let mut branch_errors = Vec::new();
                             self.check(file, branch, value, at, &mut branch_errors);
-                            branch_errors.is_empty()
+                            branch_errors
                         })
-                        .count();
-                    let total = argument.as_array().unwrap().len();
+                        .collect();
+                    let passing = branches.iter().filter(|errors| errors.is_empty()).count();
                     let ok = match keyword.as_str() {
-                        "allOf" => passing == total,
+                        "allOf" => passing == branches.len(),
                         "anyOf" => passing >= 1,
                         _ => passing == 1,
                     };
                     if !ok {
+                        // The branch that came closest says what is wrong.
+                        let closest = branches
+                            .iter()
+                            .filter(|errors| !errors.is_empty())
+                            .min_by_key(|errors| errors.len())
+                            .map(|errors| errors.join("; "))
+                            .unwrap_or_default();
                         errors.push(format!(
-                            "{at}: {passing} of the {total} {keyword} branches match"
+                            "{at}: {passing} of the {} {keyword} branches match ({closest})",
+                            branches.len()
                         ));
                     }
                 }

@@ -60,11 +60,12 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ddd; padding
 /// Where its tries' verdicts leave an interval that has no finding.
 fn verdicts_class(verdicts: &BTreeMap<String, usize>) -> Class {
     let had = |verdict: &str| verdicts.contains_key(verdict);
-    if had("duplicate") || (had("lost-response") && !had("reconciled")) {
+    let settled = had("committed") || had("reconciled");
+    if had("duplicate") || (had("lost-response") && !settled) {
         Class::BadVerdict
     } else if had("lost-response") {
         Class::Recovered
-    } else if had("committed") || had("reconciled") || had("no-operation") {
+    } else if settled || had("no-operation") {
         Class::Fine
     } else if had("intent-only") {
         Class::Unfinished
@@ -81,13 +82,14 @@ fn verdicts_class(verdicts: &BTreeMap<String, usize>) -> Class {
 enum Class {
     /// Committed, reconciled, or skipped because the journal had it (`no-operation`).
     Fine,
-    /// A response was lost and a retry got the same object back: the protection worked.
+    /// A response was lost and a later try settled the interval: it got the same object back
+    /// (`reconciled`), or committed a new one while the lost one is no longer live (voided).
     Recovered,
     /// Every try failed before causing anything: the interval has no export yet.
     NoEffect,
     /// An intent with no outcome, nothing created and nothing committed.
     Unfinished,
-    /// A `duplicate` try, or a `lost-response` no retry recovered, that no finding of the
+    /// A `duplicate` try, or a `lost-response` no later try settled, that no finding of the
     /// selected rules names.
     BadVerdict,
     Info,
@@ -147,10 +149,10 @@ impl Class {
             Class::Error => "an error finding",
             Class::Warning => "a warning finding",
             Class::Info => "an info finding",
-            Class::BadVerdict => "a duplicate or unrecovered lost-response try, no finding",
+            Class::BadVerdict => "a duplicate or unsettled lost-response try, no finding",
             Class::Unfinished => "an intent with no outcome",
             Class::NoEffect => "every try failed before any effect",
-            Class::Recovered => "a lost response a retry got back",
+            Class::Recovered => "a lost response a later try settled",
             Class::Fine => "committed",
         }
     }
@@ -558,7 +560,8 @@ fn picture(
                 out,
                 r##"<text x="0" y="{}" font-size="11" fill="#555">{}</text>"##,
                 y + CELL - 4,
-                escape(first)
+                // A label `start/end` is shown by its start, to fit beside the row.
+                escape(first.split('/').next().unwrap_or(first))
             );
         }
         let _ = write!(
