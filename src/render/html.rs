@@ -599,7 +599,17 @@ fn rule_findings(code: &str, findings: &[&Finding]) -> String {
         }
         out.push_str("</div>\n");
     }
-    out.push_str("<table class=\"findings\"><tr><th>severity</th><th>interval</th><th>key</th><th>finding</th><th>evidence</th><th>baseline</th></tr>");
+    // Marked `new` or `persisting` only against a baseline: without one the column is left out.
+    let against_baseline = findings.iter().any(|finding| finding.baseline.is_some());
+    let _ = write!(
+        out,
+        "<table class=\"findings\"><tr><th>severity</th><th>interval</th><th>key</th><th>finding</th><th>evidence</th>{}</tr>",
+        if against_baseline {
+            "<th>baseline</th>"
+        } else {
+            ""
+        }
+    );
     for finding in findings.iter().take(MAX_ROWS) {
         let evidence = &finding.evidence;
         let ids: Vec<&String> = evidence
@@ -608,10 +618,13 @@ fn rule_findings(code: &str, findings: &[&Finding]) -> String {
             .chain(&evidence.tries)
             .collect();
         let ids: Vec<String> = ids.iter().map(|id| escape(id)).collect();
-        let marked = finding.baseline.unwrap_or("");
+        let marked = match finding.baseline {
+            Some(mark) if against_baseline => format!("<td class=\"{mark}\">{mark}</td>"),
+            _ => String::new(),
+        };
         let _ = write!(
             out,
-            "<tr class=\"finding {sev}\" data-id=\"{id}\"><td>{sev}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{marked}\">{marked}</td></tr>",
+            "<tr class=\"finding {sev}\" data-id=\"{id}\"><td>{sev}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{marked}</tr>",
             escape(finding.interval.as_deref().unwrap_or("-")),
             escape(finding.op_key.as_deref().unwrap_or("-")),
             escape(&finding.message),
