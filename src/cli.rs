@@ -46,6 +46,16 @@ pub enum Command {
     MockProvider(MockProviderArgs),
     /// Write a synthetic scenario of any size with chosen fault rates, and its ground truth.
     Synth(SynthArgs),
+    /// Print a shell completion script (e.g. `onceonly completions bash > /etc/bash_completion.d/onceonly`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): onceonly(1), or onceonly-COMMAND(1) for one subcommand.
+    Man {
+        /// A subcommand, e.g. `audit`.
+        command: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -121,6 +131,10 @@ pub struct AuditArgs {
     /// Write the report here instead of stdout (atomically).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page here (atomically), beside
+    /// `--format`.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Exit 1 when a finding is at or above this severity.
     #[arg(long, value_enum, default_value = "warning")]
     pub fail_on: FailOn,

@@ -32,8 +32,11 @@ pub fn file(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// The version of the verdict files (docs/verdicts.schema.json), in every row's last column.
+pub const VERDICTS_FORMAT_VERSION: u32 = 1;
+
 /// Verdicts as CSV (`.csv`) or NDJSON (anything else), one row per try in the order of
-/// `prepare::TRY`, timestamps in RFC 3339.
+/// `prepare::TRY`, timestamps in RFC 3339, each row ending with `format_version`.
 pub fn write_verdicts(path: &Path, verdicts: &DataFrame) -> Result<()> {
     let mut frame = verdicts
         .clone()
@@ -42,6 +45,7 @@ pub fn write_verdicts(path: &Path, verdicts: &DataFrame) -> Result<()> {
         .with_columns([
             col("start_date").dt().strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),
             col("end_date").dt().strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),
+            lit(VERDICTS_FORMAT_VERSION).alias("format_version"),
         ])
         .collect()
         .engine("formatting verdicts")?;

@@ -87,6 +87,8 @@ fn the_nightly_script_fails_on_new_findings_only() {
     );
     for file in [
         "2026-11-30.json",
+        "2026-11-30.html",
+        "report.html",
         "2026-11-30.plan.md",
         "2026-11-30.repair.sql",
         "onceonly.prom",

@@ -75,6 +75,38 @@ impl Scenario {
     }
 }
 
+/// `onceonly synth` into a temporary folder: the folder (kept while the first value lives) and
+/// the path of the scenario in it.
+pub fn synthesized(
+    intervals: &str,
+    dags: &str,
+    seed: &str,
+    rates: &str,
+) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir
+        .path()
+        .join("s")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string();
+    let made = onceonly(&[
+        "synth",
+        "--intervals",
+        intervals,
+        "--dags",
+        dags,
+        "--seed",
+        seed,
+        "--out",
+        &out,
+        "--rates",
+        rates,
+    ]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    (dir, out)
+}
+
 pub fn onceonly(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_onceonly"))
         .args(args)

@@ -1,7 +1,5 @@
 //! `onceonly trace`: one incident in one command's output, and its HTML timeline.
 
-use std::process::Command;
-
 use crate::scenario::{Scenario, onceonly, stderr, stdout};
 
 fn real_run() -> Scenario {
@@ -156,14 +154,7 @@ fn nothing_to_trace_exits_two() {
     );
 }
 
-const HOSTILE_HTML: &str = "<img src=x onerror=alert(1)>\"'&<script>alert(2)</script>";
-
-fn chromium() -> Option<String> {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .map(|name| format!("/usr/bin/{name}"))
-        .find(|path| std::path::Path::new(path).exists())
-}
+pub const HOSTILE_HTML: &str = "<img src=x onerror=alert(1)>\"'&<script>alert(2)</script>";
 
 #[test]
 fn the_html_timeline_is_self_contained_escaped_and_renders() {
@@ -208,52 +199,17 @@ fn the_html_timeline_is_self_contained_escaped_and_renders() {
         "no escape sequence reaches the terminal"
     );
 
-    let Some(chromium) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install chromium to check the rendering"
-        );
-        eprintln!("rendering not checked: no chromium");
+    let Some(chromium) = crate::chromium::Chromium::find("the timeline's rendering") else {
         return;
     };
-    let profile = tempfile::tempdir().unwrap();
     let png = scenario.path("trace.png");
-    let base = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ];
-    let run = |extra: &[String]| {
-        Command::new(&chromium)
-            .args(base)
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .args(extra)
-            .output()
-            .unwrap()
-    };
-    let url = format!("file://{}", html.display());
-    let shot = run(&[
-        format!("--screenshot={}", png.display()),
-        "--window-size=1200,900".into(),
-        url.clone(),
-    ]);
-    assert!(
-        png.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&shot.stderr)
-    );
+    chromium.screenshot(&html, &png, 1200, 900);
     let size = std::fs::metadata(&png).unwrap().len();
     assert!(
         size > 10_000,
         "the screenshot is nearly empty ({size} bytes)"
     );
-    let dom = run(&["--dump-dom".into(), url]);
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let dom = chromium.dom(&html);
     assert!(
         dom.contains("<svg") && dom.contains("onceonly trace"),
         "{dom}"
@@ -262,7 +218,4 @@ fn the_html_timeline_is_self_contained_escaped_and_renders() {
         !dom.contains("<img"),
         "the injected element exists in the rendered page"
     );
-    if let Ok(keep) = std::env::var("ONCEONLY_KEEP_SCREENSHOT") {
-        std::fs::copy(&png, keep).unwrap();
-    }
 }
