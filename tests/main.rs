@@ -4,6 +4,7 @@ mod airflow;
 mod airflow_api;
 mod bad_input;
 mod cli;
+mod config;
 mod doctor;
 mod examples;
 mod hostile;

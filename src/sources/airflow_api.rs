@@ -19,15 +19,24 @@ use futures_util::{StreamExt, TryStreamExt};
 use polars::prelude::*;
 use serde_json::Value;
 
-use crate::config::glob_match;
 use crate::error::{EngineContext, Error, Location, Result};
+use crate::glob::glob_match;
 use crate::model::ATTEMPTS;
 use crate::sources::airflow_db::{AirflowRead, Filter};
+use crate::sources::retry::{RetryPolicy, describe};
 use crate::sources::snapshot::Values;
 use crate::timestamp;
 
 /// The largest page Airflow serves by default (`[api] maximum_page_limit`).
 pub const MAX_PAGE_SIZE: u32 = 100;
+/// How hard the API is tried unless `[airflow]` says otherwise: a managed Airflow answers
+/// 429 and 503 under load, and a large deployment's read takes minutes.
+pub const DEFAULT_RETRY: RetryPolicy = RetryPolicy {
+    retries: 5,
+    backoff: Duration::from_millis(500),
+    timeout: Duration::from_secs(120),
+    deadline: Duration::from_secs(30 * 60),
+};
 /// Requests in flight at once: enough to hide latency, few enough not to load the API server.
 const CONCURRENCY: usize = 8;
 
@@ -69,6 +78,8 @@ pub struct AirflowApi {
     pub version: Option<ApiVersion>,
     pub username: Option<String>,
     pub page_size: u32,
+    /// Retries, the timeout of one request, and the deadline of the whole read.
+    pub retry: RetryPolicy,
     password: Option<String>,
     token: Option<String>,
 }
@@ -80,6 +91,7 @@ impl std::fmt::Debug for AirflowApi {
             .field("version", &self.version)
             .field("username", &self.username)
             .field("page_size", &self.page_size)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -140,9 +152,16 @@ impl AirflowApi {
             version,
             username,
             page_size,
+            retry: DEFAULT_RETRY,
             password,
             token,
         })
+    }
+
+    /// The same API, tried as `retry` says.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> AirflowApi {
+        self.retry = retry;
+        self
     }
 
     /// Removes the secrets from text that is about to be shown (a server may echo them).
@@ -180,7 +199,7 @@ pub async fn read(api: &AirflowApi, filter: &Filter) -> Result<AirflowRead> {
         .timeout(Duration::from_secs(120))
         .user_agent(concat!("onceonly/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|err| api.error(format!("cannot build an HTTP client: {}", chain(&err))))?;
+        .map_err(|err| api.error(format!("cannot build an HTTP client: {}", describe(&err))))?;
     let (version, airflow_version, warnings) = detect_version(api, &http).await?;
     let auth = authenticate(api, &http, version).await?;
     let client = Client {
@@ -340,7 +359,7 @@ async fn detect_version(
             .get(&url)
             .send()
             .await
-            .map_err(|err| api.error(format!("GET {url}: {}", chain(&err))))?;
+            .map_err(|err| api.error(format!("GET {url}: {}", describe(&err))))?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND && api.version.is_none() {
             tried.push(format!("GET {url}: HTTP 404"));
@@ -349,7 +368,7 @@ async fn detect_version(
         let body = response
             .text()
             .await
-            .map_err(|err| api.error(format!("GET {url}: {}", chain(&err))))?;
+            .map_err(|err| api.error(format!("GET {url}: {}", describe(&err))))?;
         if !status.is_success() {
             if api.version.is_some() {
                 // The version was configured: a hidden /version is no reason to stop.
@@ -401,12 +420,12 @@ async fn authenticate(
                 .json(&serde_json::json!({"username": username, "password": password}))
                 .send()
                 .await
-                .map_err(|err| api.error(format!("POST {url}: {}", chain(&err))))?;
+                .map_err(|err| api.error(format!("POST {url}: {}", describe(&err))))?;
             let status = response.status();
             let body = response
                 .text()
                 .await
-                .map_err(|err| api.error(format!("POST {url}: {}", chain(&err))))?;
+                .map_err(|err| api.error(format!("POST {url}: {}", describe(&err))))?;
             if !status.is_success() {
                 return Err(api.error(format!(
                     "POST {url} as {username:?}: {}",
@@ -667,12 +686,12 @@ impl Client<'_> {
         let response = request
             .send()
             .await
-            .map_err(|err| self.api.incomplete(format!("{page}: {}", chain(&err))))?;
+            .map_err(|err| self.api.incomplete(format!("{page}: {}", describe(&err))))?;
         let status = response.status();
         let body = response
             .text()
             .await
-            .map_err(|err| self.api.incomplete(format!("{page}: {}", chain(&err))))?;
+            .map_err(|err| self.api.incomplete(format!("{page}: {}", describe(&err))))?;
         if !status.is_success() {
             return Err(self
                 .api
@@ -801,26 +820,6 @@ fn status_text(status: reqwest::StatusCode, body: &str) -> String {
         text.push_str(&format!(": {detail}"));
     }
     text.push_str(hint);
-    text
-}
-
-/// An error with its causes ("connection refused"), without the URL reqwest adds (callers
-/// name the URL themselves).
-fn chain(err: &reqwest::Error) -> String {
-    let mut text = if err.is_timeout() {
-        "timed out".to_string()
-    } else if err.is_connect() {
-        "cannot connect".to_string()
-    } else if err.is_body() || err.is_decode() {
-        "the answer broke off".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
     text
 }
 
