@@ -753,15 +753,15 @@ impl Fetcher<'_> {
     /// up to its end (`listed`), or a `Link` header naming a next or another last page.
     fn more(&self, (answer, hints, url): (&Answer, &Hints, &Url), listed: i64) -> Option<String> {
         let api = self.api;
-        if hints.has_more == Some(true) {
-            return Some(format!("`{}` is true", api.has_more.path()));
-        }
         if let (Some(total), Some(path)) = (hints.total, &api.total)
             && total > listed
         {
             return Some(format!(
                 "the total `{path}` is {total}, and {listed} objects come up to this page"
             ));
+        }
+        if hints.has_more == Some(true) {
+            return Some(format!("`{}` is true", api.has_more.path()));
         }
         let links = answer.links.as_ref()?;
         if let Some(next) = &links.next {
