@@ -112,6 +112,37 @@ impl Retrier {
         }
     }
 
+    /// One request whose whole answer is wanted as text (`request` builds it afresh for each
+    /// try): its status and body once the status is not one that may pass, within the
+    /// deadline. A status such as 401 or 404 is the caller's to judge.
+    pub async fn send_text(
+        &self,
+        request: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<(reqwest::StatusCode, String), String> {
+        self.run(|| async {
+            let exchange = async {
+                let response = request()
+                    .send()
+                    .await
+                    .map_err(|err| Failure::unanswered(&err))?;
+                let status = response.status();
+                let passing = Failure::passing(status, response.headers());
+                let body = response
+                    .text()
+                    .await
+                    .map_err(|err| Failure::unanswered(&err))?;
+                match passing {
+                    Some(failure) => Err(failure),
+                    None => Ok((status, body)),
+                }
+            };
+            tokio::time::timeout_at(self.deadline, exchange)
+                .await
+                .map_err(|_| Failure::Fatal(self.overdue()))?
+        })
+        .await
+    }
+
     /// The reason a request that was still running at the deadline gives.
     pub fn overdue(&self) -> String {
         format!(
