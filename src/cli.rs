@@ -100,7 +100,8 @@ pub struct MockProviderArgs {
     /// A fault: KIND@N (the Nth listing request) or KIND%K (every Kth), optionally =VALUE;
     /// e.g. rate-limit@2=1, server-error%3, slow@4=1500, drop@2, truncated@2, invalid-json@2,
     /// repeat-cursor@2, insert@2=3, missing-field@2, mistyped-field@2, huge@1=80 (MiB),
-    /// gzip-bomb@1=100 (MiB unpacked). Repeatable.
+    /// gzip-bomb@1=100 (MiB unpacked), clamp=2 (every page at most 2 objects), lose-next@2.
+    /// Repeatable.
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<Fault>,
     /// Append `METHOD TARGET` of every request to this file.

@@ -6,6 +6,7 @@ mod bad_input;
 mod chromium;
 mod cli;
 mod completions;
+mod config;
 mod doctor;
 mod examples;
 mod hostile;

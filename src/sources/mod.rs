@@ -6,6 +6,7 @@ pub mod database;
 pub mod journal_db;
 mod pickle;
 pub mod provider_http;
+pub mod retry;
 pub mod saved;
 pub mod snapshot;
 pub mod sqlite_rows;
