@@ -568,12 +568,14 @@ fn mapped_task_instances_are_paged_one_by_one() {
         let from_api = read_api(&api(&server, Some(api_version), Some(1)), &filter).unwrap();
         assert_same_attempts(&from_api, &read_db(version, Some(dag)), version);
         let answers = server.answers();
+        // The first run of the fixture (its catch-up start date).
+        let [first, _, _] = crate::scenario::airflow_days(version);
         for query in ["limit=1&offset=0", "limit=1&offset=1"] {
             assert!(
                 answers
                     .iter()
                     .any(|(_, target, how)| target.ends_with(&format!(
-                        "2026-11-26T00%3A00%3A00%2B00%3A00/taskInstances?{query}"
+                        "{first}T00%3A00%3A00%2B00%3A00/taskInstances?{query}"
                     )) && *how == "recorded"),
                 "{version}: {answers:?}"
             );
