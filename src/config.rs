@@ -76,6 +76,9 @@ struct RawOperation {
     key: Option<String>,
     /// Overrides `[provider] key_ttl` for this operation (providers differ by endpoint).
     key_ttl: Option<String>,
+    /// The IANA zone the key template's times are formatted in, where a placeholder names none
+    /// (default: the DAG's own zone from the metadata, else UTC).
+    timezone: Option<String>,
 }
 
 /// What a provider returns when a key is replayed (SPEC §3).
@@ -313,11 +316,33 @@ impl Config {
             let key = match &op.key {
                 None => None,
                 Some(template) => Some(KeyTemplate::parse(template).map_err(|message| {
-                    at.error(
+                    at.error_at_value(
                         "key",
+                        template,
                         format!("[[operation]] `{name}`: key template {template:?}: {message}"),
                     )
                 })?),
+            };
+            let key = match (&op.timezone, key) {
+                (None, key) => key,
+                (Some(zone), None) => {
+                    return Err(at.error_at_value(
+                        "timezone",
+                        zone,
+                        format!(
+                            "[[operation]] `{name}`: `timezone` formats the key template's times: it needs `key`"
+                        ),
+                    ));
+                }
+                (Some(zone), Some(key)) => Some(key.in_zone(
+                    crate::keys::Zone::iana(zone.trim()).map_err(|message| {
+                        at.error_at_value(
+                            "timezone",
+                            zone,
+                            format!("[[operation]] `{name}`: timezone: {message}"),
+                        )
+                    })?,
+                )),
             };
             let key_ttl = duration(&op.key_ttl, "[[operation]]")?;
             operations.push(Operation {
@@ -454,6 +479,22 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
+    /// Like `error`, on the line that sets `key` to `value` (an `[[operation]]` key that many
+    /// operations set), else the first line setting `key`.
+    fn error_at_value(&self, key: &str, value: &str, message: String) -> Error {
+        let quoted = toml::Value::String(value.to_string()).to_string();
+        let line = self.text.lines().position(|line| {
+            let line = line.trim_start();
+            line.starts_with(key)
+                && line[key.len()..].trim_start().starts_with('=')
+                && (line.contains(&quoted) || line.contains(&format!("'{value}'")))
+        });
+        match line {
+            Some(index) => Error::config(self.path, format!("line {}: {message}", index + 1)),
+            None => self.error(key, message),
+        }
+    }
+
     fn error(&self, key: &str, message: String) -> Error {
         let line = self.text.lines().position(|line| {
             let line = line.trim_start();

@@ -1,9 +1,17 @@
 //! `onceonly trace`: one incident in one command's output, and its HTML timeline.
 
-use crate::scenario::{Scenario, onceonly, stderr, stdout};
+use std::process::Command;
+
+use crate::scenario::{Scenario, airflow_days, onceonly, stderr, stdout};
 
 fn real_run() -> Scenario {
     Scenario::copy_of("airflow/out/airflow-3.3.2")
+}
+
+/// The first scheduled interval of the real run, where its scenarios put their faults.
+fn first_day() -> String {
+    let [first, _, _] = airflow_days("airflow-3.3.2");
+    first
 }
 
 fn trace(scenario: &Scenario, args: &[&str]) -> std::process::Output {
@@ -16,13 +24,14 @@ fn trace(scenario: &Scenario, args: &[&str]) -> std::process::Output {
 #[test]
 fn one_command_shows_which_try_created_which_object_and_what_to_do() {
     let scenario = real_run();
+    let day = first_day();
     let output = trace(
         &scenario,
         &[
             "--dag",
             "onceonly_b_unstable_key",
             "--interval",
-            "2026-11-26",
+            &day,
             "--format",
             "json",
         ],
@@ -76,12 +85,7 @@ fn one_command_shows_which_try_created_which_object_and_what_to_do() {
 
     let table = stdout(&trace(
         &scenario,
-        &[
-            "--dag",
-            "onceonly_b_unstable_key",
-            "--interval",
-            "2026-11-26",
-        ],
+        &["--dag", "onceonly_b_unstable_key", "--interval", &day],
     ));
     assert!(
         table.contains("lost-response") && table.contains("void-duplicate [needs approval]"),
@@ -92,13 +96,16 @@ fn one_command_shows_which_try_created_which_object_and_what_to_do() {
 #[test]
 fn run_id_and_key_select_the_same_incident() {
     let scenario = real_run();
+    let day = first_day();
+    let run_id = format!("scheduled__{day}T00:00:00+00:00");
+    let key = format!("exp:onceonly_d_rerun_after_success:export:{day}");
     let by_run = trace(
         &scenario,
         &[
             "--dag",
             "onceonly_d_rerun_after_success",
             "--run-id",
-            "scheduled__2026-11-26T00:00:00+00:00",
+            &run_id,
             "--format",
             "json",
         ],
@@ -109,7 +116,7 @@ fn run_id_and_key_select_the_same_incident() {
             "--dag",
             "onceonly_d_rerun_after_success",
             "--key",
-            "exp:onceonly_d_rerun_after_success:export:2026-11-26",
+            &key,
             "--format",
             "json",
         ],

@@ -330,6 +330,9 @@ fn frame(rows: &[(&Run, &Try)]) -> Result<DataFrame> {
                 (Values::Text(v), "conf") => v.append_option(run.conf.as_deref()),
                 // Neither /api/v1 nor /api/v2 exposes dag_run.clear_number.
                 (Values::Int(v), "clear_number") => v.push(None),
+                // The DAG's zone (`/dags/{dag_id}/details` has `timezone`) is not read: keys
+                // are formatted in UTC unless the operation or template names a zone.
+                (Values::Text(v), "dag_timezone") => v.append_null(),
                 (_, name) => {
                     return Err(Error::Engine {
                         doing: "assembling attempts from the Airflow API".into(),

@@ -41,7 +41,7 @@ pub struct AirflowRead {
     pub warnings: Vec<String>,
 }
 
-const REQUIRED_COMMON: [(&str, &str); 20] = [
+const REQUIRED_COMMON: [(&str, &str); 23] = [
     ("task_instance", "dag_id"),
     ("task_instance", "task_id"),
     ("task_instance", "map_index"),
@@ -62,6 +62,10 @@ const REQUIRED_COMMON: [(&str, &str); 20] = [
     ("dag_run", "conf"),
     ("dag_run", "clear_number"),
     ("alembic_version", "version_num"),
+    // the DAG's own zone, for key templates
+    ("serialized_dag", "dag_id"),
+    ("serialized_dag", "data"),
+    ("serialized_dag", "last_updated"),
 ];
 const REQUIRED_2: [(&str, &str); 1] = [("dag_run", "execution_date")];
 const REQUIRED_3: [(&str, &str); 2] = [("dag_run", "logical_date"), ("dag_run", "run_after")];
