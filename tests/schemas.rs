@@ -14,6 +14,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// Long after the fixture runs: every key the fake provider remembered has expired, so
+/// ttl-risk has intervals at risk and exits 1.
+const AFTER_EVERY_KEY_EXPIRED: &str = "2030-01-01T00:00:00Z";
+
 use serde_json::Value;
 
 use crate::scenario::{Scenario, fixtures, onceonly, stderr, stdout, synthesized};
@@ -409,6 +413,7 @@ fn produce() -> Vec<Document> {
         json("report", &from_snapshot),
     );
     let config = path("onceonly.toml");
+    let [first_day, _, last_day] = crate::scenario::airflow_days("airflow-3.3.2");
     let trace = ran(
         &onceonly(&[
             "trace",
@@ -417,7 +422,7 @@ fn produce() -> Vec<Document> {
             "--dag",
             "onceonly_b_unstable_key",
             "--interval",
-            "2026-11-26",
+            &first_day,
             "--format",
             "json",
         ]),
@@ -440,11 +445,11 @@ fn produce() -> Vec<Document> {
             "--dag",
             "onceonly_d_rerun_after_success",
             "--from",
-            "2026-11-26",
+            &first_day,
             "--to",
-            "2026-11-28",
+            &last_day,
             "--at",
-            "2026-11-29T10:01:25Z",
+            AFTER_EVERY_KEY_EXPIRED,
         ],
         "ttl-risk",
     );
@@ -459,7 +464,7 @@ fn produce() -> Vec<Document> {
     .unwrap();
     let planned = ttl_risk(
         backfill.config().to_str().unwrap(),
-        &["--backfill-id", "1", "--at", "2026-11-29T10:01:25Z"],
+        &["--backfill-id", "1", "--at", AFTER_EVERY_KEY_EXPIRED],
         "ttl-risk --backfill-id",
     );
     one("ttl-risk.schema.json", "ttl-risk --backfill-id", planned);
