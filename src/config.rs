@@ -35,6 +35,8 @@ struct RawSource {
     url: Option<String>,
     /// The environment variable holding the database or API password (kept out of the file).
     password_env: Option<String>,
+    /// With `url`: how long a read waits for a lock another process holds (`30s`, `500ms`).
+    busy_timeout: Option<String>,
     /// The Airflow REST API's base URL (`http://host:8080`), instead of the database.
     api: Option<String>,
     /// `v1` (Airflow 2) or `v2` (Airflow 3); detected from `/api/v*/version` when absent.
@@ -56,6 +58,8 @@ struct RawJournal {
     /// The journal table, with `url`.
     table: Option<String>,
     password_env: Option<String>,
+    /// With `url`: how long a read waits for a lock another process holds (`30s`, `500ms`).
+    busy_timeout: Option<String>,
     #[serde(default)]
     columns: BTreeMap<String, String>,
     phases: Option<BTreeMap<String, Vec<String>>>,
@@ -423,14 +427,29 @@ impl Config {
                 }
             }
         }
+        let databases = [
+            ("airflow", &airflow.busy_timeout, &airflow.url),
+            ("journal", &journal.busy_timeout, &journal.url),
+        ];
+        for (table, busy_timeout, url) in databases {
+            if busy_timeout.is_some() && url.is_none() {
+                let message =
+                    format!("[{table}] `busy_timeout` applies to a database: it needs `url`");
+                return Err(at.error_in(table, "busy_timeout", message));
+            }
+        }
         let attempts = match (airflow.snapshot, airflow.url, airflow.api) {
             (Some(snapshot), None, None) => Source::Snapshot(base.join(snapshot)),
             (None, Some(url), None) => {
                 let password = env("password_env", &airflow.password_env)?;
-                Source::Database(
-                    Database::parse(&url, base, password)
-                        .map_err(|message| at.error("url", format!("[airflow] url: {message}")))?,
-                )
+                let database = Database::parse(&url, base, password)
+                    .map_err(|message| at.error("url", format!("[airflow] url: {message}")))?;
+                Source::Database(busy_timeout(
+                    database,
+                    &airflow.busy_timeout,
+                    "airflow",
+                    &at,
+                )?)
             }
             (None, None, Some(api)) => {
                 let version = match &airflow.api_version {
@@ -476,10 +495,14 @@ impl Config {
                         )
                     })?),
                 };
-                Source::Database(
-                    Database::parse(url, base, password)
-                        .map_err(|message| at.error("url", format!("[journal] url: {message}")))?,
-                )
+                let database = Database::parse(url, base, password)
+                    .map_err(|message| at.error("url", format!("[journal] url: {message}")))?;
+                Source::Database(busy_timeout(
+                    database,
+                    &journal.busy_timeout,
+                    "journal",
+                    &at,
+                )?)
             }
             (None, Some(_), None) => {
                 return Err(at.error(
@@ -883,6 +906,27 @@ fn provider_source(raw: &RawProvider, base: &Path, at: &Locator<'_>) -> Result<S
 /// The most objects a page may be asked for: beyond it one page is a bulk export, and its
 /// body would pass any sensible `max_page_bytes`.
 const MAX_PAGE_SIZE: u32 = 10_000;
+
+/// A database with `[table] busy_timeout` (a duration above zero), if the config gives one.
+fn busy_timeout(
+    mut database: Database,
+    text: &Option<String>,
+    table: &str,
+    at: &Locator<'_>,
+) -> Result<Database> {
+    if let Some(text) = text {
+        database.busy_timeout = wait_duration(text)
+            .filter(|wait| !wait.is_zero())
+            .ok_or_else(|| {
+                at.error_in(
+                    table,
+                    "busy_timeout",
+                    format!("[{table}] busy_timeout = {text:?}: give a duration such as \"30s\" or \"500ms\""),
+                )
+            })?;
+    }
+    Ok(database)
+}
 
 /// `500ms`, or any duration [`timestamp::parse_duration`] reads (`30s`, `10m`, `1h`).
 fn wait_duration(text: &str) -> Option<Duration> {

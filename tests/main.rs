@@ -8,6 +8,7 @@ mod doctor;
 mod examples;
 mod hostile;
 mod journal;
+mod live;
 mod plan;
 mod postgres;
 mod provider_http;
