@@ -9,6 +9,7 @@ mod examples;
 mod hostile;
 mod journal;
 mod live;
+mod outputs;
 mod plan;
 mod postgres;
 mod provider_http;
