@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -41,6 +42,8 @@ struct RawJournal {
     /// The journal table, with `url`.
     table: Option<String>,
     password_env: Option<String>,
+    /// With `url`: how long a read waits for a lock another process holds (`30s`, `500ms`).
+    busy_timeout: Option<String>,
     #[serde(default)]
     columns: BTreeMap<String, String>,
     phases: Option<BTreeMap<String, Vec<String>>>,
@@ -356,6 +359,12 @@ impl Config {
 
         let attempts = airflow::source(table::Table::new("airflow", airflow, file)?, base)?;
 
+        if journal.busy_timeout.is_some() && journal.url.is_none() {
+            return Err(at.error(
+                "busy_timeout",
+                "[journal] `busy_timeout` applies to a database: it needs `url`".into(),
+            ));
+        }
         let journal_source = match (journal.snapshot, &journal.url, &journal.table) {
             (Some(snapshot), None, None) => Source::Snapshot(base.join(snapshot)),
             (None, Some(url), Some(_)) => {
@@ -368,10 +377,11 @@ impl Config {
                         )
                     })?),
                 };
-                Source::Database(
-                    Database::parse(url, base, password)
-                        .map_err(|message| at.error("url", format!("[journal] url: {message}")))?,
-                )
+                let database = Database::parse(url, base, password)
+                    .map_err(|message| at.error("url", format!("[journal] url: {message}")))?;
+                let wait = busy_timeout(&journal.busy_timeout)
+                    .map_err(|message| at.error("busy_timeout", format!("[journal] {message}")))?;
+                Source::Database(database.with_busy_timeout(wait))
             }
             (None, Some(_), None) => {
                 return Err(at.error(
@@ -424,6 +434,19 @@ impl Config {
         self.operations
             .iter()
             .find(|op| op.matches(dag_id, task_id))
+    }
+}
+
+/// `busy_timeout` of `[airflow]` or `[journal]`: a duration above zero, if the config gives one.
+fn busy_timeout(text: &Option<String>) -> std::result::Result<Option<Duration>, String> {
+    match text {
+        None => Ok(None),
+        Some(text) => provider::wait_duration(text)
+            .filter(|wait| !wait.is_zero())
+            .map(Some)
+            .ok_or_else(|| {
+                format!("busy_timeout = {text:?}: give a duration such as \"30s\" or \"500ms\"")
+            }),
     }
 }
 

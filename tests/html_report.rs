@@ -132,10 +132,9 @@ fn the_page_counts_what_the_json_report_counts_and_colours_each_interval_by_its_
             .nth(1)
             .expect("a recovered cell");
         assert!(
-            recovered[..recovered.find("</title>").unwrap()]
-                .contains(&format!(
-                    "{first_day}T00:00:00Z | tries: lost-response 1, reconciled 1"
-                )),
+            recovered[..recovered.find("</title>").unwrap()].contains(&format!(
+                "{first_day}T00:00:00Z | tries: lost-response 1, reconciled 1"
+            )),
             "{source}: {recovered}"
         );
         // The counts the JSON report has.

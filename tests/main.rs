@@ -12,6 +12,8 @@ mod examples;
 mod hostile;
 mod html_report;
 mod journal;
+mod live;
+mod outputs;
 mod plan;
 mod postgres;
 mod provider_http;

@@ -10,14 +10,14 @@ use polars::prelude::*;
 
 use crate::scenario::{Scenario, fixtures, stderr};
 
-struct Server {
-    url: String,
-    password: String,
-    out: std::path::PathBuf,
+pub struct Server {
+    pub url: String,
+    pub password: String,
+    pub out: std::path::PathBuf,
 }
 
 /// The server `.ci/postgres.sh` started; None (with a note) outside CI when none was set up.
-fn server() -> Option<Server> {
+pub fn server() -> Option<Server> {
     match (
         std::env::var("ONCEONLY_TEST_PG_URL"),
         std::env::var("ONCEONLY_TEST_PG_PASSWORD"),
@@ -39,7 +39,7 @@ fn server() -> Option<Server> {
 }
 
 /// The PostgreSQL run's own journal and provider snapshots with a config reading `url`.
-fn scenario(server: &Server, url: &str) -> Scenario {
+pub fn scenario(server: &Server, url: &str) -> Scenario {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
     for name in ["journal.db", "provider.ndjson", "expected.json"] {
         std::fs::copy(server.out.join(name), scenario.path(name)).unwrap();
@@ -52,11 +52,19 @@ fn scenario(server: &Server, url: &str) -> Scenario {
     scenario
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// The server's URL with its password, for the tests' own connections.
+pub fn with_password(server: &Server) -> String {
+    server.url.replace(
+        "postgresql+psycopg2://airflow@",
+        &format!("postgres://airflow:{}@", server.password),
+    )
 }
 
 #[test]

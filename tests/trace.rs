@@ -1,7 +1,5 @@
 //! `onceonly trace`: one incident in one command's output, and its HTML timeline.
 
-use std::process::Command;
-
 use crate::scenario::{Scenario, airflow_days, onceonly, stderr, stdout};
 
 fn real_run() -> Scenario {

@@ -21,6 +21,8 @@ struct RawAirflow {
     url: Option<String>,
     /// The environment variable holding the database or API password (kept out of the file).
     password_env: Option<String>,
+    /// With `url`: how long a read waits for a lock another process holds (`30s`, `500ms`).
+    busy_timeout: Option<String>,
     /// The Airflow REST API's base URL (`http://host:8080`), instead of the database.
     api: Option<String>,
 }
@@ -64,6 +66,12 @@ pub(super) fn source(mut table: Table<'_>, base: &Path) -> Result<Source> {
             )
         });
     }
+    if raw.busy_timeout.is_some() && raw.url.is_none() {
+        return Err(table.error(
+            "busy_timeout",
+            "`busy_timeout` applies to a database: it needs `url`",
+        ));
+    }
     let env = |key: &str, name: &Option<String>| -> Result<Option<String>> {
         match name {
             None => Ok(None),
@@ -76,9 +84,12 @@ pub(super) fn source(mut table: Table<'_>, base: &Path) -> Result<Source> {
         (Some(snapshot), None, None) => Source::Snapshot(base.join(snapshot)),
         (None, Some(url), None) => {
             let password = env("password_env", &raw.password_env)?;
+            let wait = super::busy_timeout(&raw.busy_timeout)
+                .map_err(|message| table.error("busy_timeout", message))?;
             Source::Database(
                 Database::parse(url, base, password)
-                    .map_err(|message| table.error("url", format!("url: {message}")))?,
+                    .map_err(|message| table.error("url", format!("url: {message}")))?
+                    .with_busy_timeout(wait),
             )
         }
         (None, None, Some((url, keys, retry))) => {

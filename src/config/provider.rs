@@ -686,7 +686,7 @@ fn param(table: &Table<'_>, key: &str, value: Option<String>, default: &str) -> 
 const MAX_PAGE_SIZE: u32 = 10_000;
 
 /// `500ms`, or any duration [`timestamp::parse_duration`] reads (`30s`, `10m`, `1h`).
-fn wait_duration(text: &str) -> Option<Duration> {
+pub(super) fn wait_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     if let Some(millis) = text.strip_suffix("ms") {
         return millis.trim().parse::<u64>().ok().map(Duration::from_millis);
