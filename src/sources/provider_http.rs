@@ -505,20 +505,34 @@ struct Page {
     /// `GET <url>, page N of <slice>`, for errors.
     label: String,
     items: Vec<Object>,
+    /// The JSON text of every object of the page, one after another ([`Object::raw`]).
+    raw: String,
 }
 
-/// One listed object as kept until the listing ends: the object's JSON text and the value at
-/// each mapped field's path (in `PROVIDER` order; `raw`'s is unused). The parsed JSON of a whole
-/// page is dropped as soon as the page is read: kept for a million objects it took gigabytes.
+/// One listed object as kept until the listing ends: where the object's JSON text is in its
+/// page's `raw`, and the value at each mapped field's path (in `PROVIDER` order; `raw`'s is
+/// unused). The parsed JSON of a whole page is dropped as soon as the page is read: kept for a
+/// million objects it took gigabytes.
 struct Object {
-    raw: String,
+    raw: std::ops::Range<usize>,
     fields: Vec<Option<Value>>,
 }
 
+/// A page's objects, and their JSON text in one buffer (one allocation a page, not one an
+/// object).
+struct Objects {
+    items: Vec<Object>,
+    raw: String,
+}
+
 impl Object {
-    fn read(decoder: &Decoder, item: &Value) -> Object {
+    /// Reads `item`, writing its JSON text (compact, keys in order, as `Value` writes it) at the
+    /// end of `raw`.
+    fn read(decoder: &Decoder, item: &Value, raw: &mut Vec<u8>) -> Object {
+        let start = raw.len();
+        serde_json::to_writer(&mut *raw, item).expect("a JSON value writes to memory");
         Object {
-            raw: item.to_string(),
+            raw: start..raw.len(),
             fields: decoder
                 .fields
                 .iter()
@@ -553,7 +567,7 @@ impl Decoder {
 
     /// A page's body parsed, and its objects read when the body has the array of them (a body
     /// without one is reported where the listing reads the page's objects).
-    fn decode(&self, body: &[u8]) -> Result<(Value, Option<Vec<Object>>), Failure> {
+    fn decode(&self, body: &[u8]) -> Result<(Value, Option<Objects>), Failure> {
         let value = serde_json::from_slice::<Value>(body).map_err(|err| {
             Failure::Fatal(format!(
                 "the answer is not JSON ({err}; {} bytes: {})",
@@ -562,12 +576,22 @@ impl Decoder {
             ))
         })?;
         let objects = match self.items.get(&value) {
-            Some(Value::Array(items)) => {
-                Some(items.iter().map(|item| Object::read(self, item)).collect())
-            }
+            Some(Value::Array(items)) => Some(self.objects(items)),
             _ => None,
         };
         Ok((value, objects))
+    }
+
+    fn objects(&self, items: &[Value]) -> Objects {
+        let mut raw = Vec::with_capacity(items.len() * 256);
+        let items = items
+            .iter()
+            .map(|item| Object::read(self, item, &mut raw))
+            .collect();
+        Objects {
+            items,
+            raw: String::from_utf8(raw).expect("serde_json writes UTF-8"),
+        }
     }
 }
 
@@ -575,7 +599,7 @@ impl Decoder {
 struct Answer {
     body: Value,
     /// The page's objects, read from `body` as it was parsed.
-    objects: Option<Vec<Object>>,
+    objects: Option<Objects>,
     /// The page's `Link` header, if it has one.
     links: Option<Links>,
 }
@@ -632,10 +656,10 @@ impl Fetcher<'_> {
             let mut answer = self.fetch(&url, &label).await?;
             let hints = self.hints(&answer.body, &label)?;
             let step = self.step(&answer, &hints, &url, &label)?;
-            let items = self.items(&mut answer, &label)?;
+            let Objects { items, raw } = self.items(&mut answer, &label)?;
             let count = items.len();
             listed += count as i64;
-            pages.push(Page { label, items });
+            pages.push(Page { label, items, raw });
             let label = &pages.last().expect("just pushed").label;
             let (token, next_url) = match step {
                 Step::Next { token, url } => (token, url),
@@ -841,9 +865,9 @@ impl Fetcher<'_> {
                 let label = format!("GET {url}, page {}", slot + 1);
                 let mut answer = self.fetch(&url, &label).await?;
                 let hints = self.hints(&answer.body, &label)?;
-                let items = self.items(&mut answer, &label)?;
+                let Objects { items, raw } = self.items(&mut answer, &label)?;
                 Ok::<_, Error>(Numbered {
-                    page: Page { label, items },
+                    page: Page { label, items, raw },
                     answer,
                     hints,
                     url,
@@ -945,7 +969,7 @@ impl Fetcher<'_> {
     }
 
     /// The page's objects, counted against `max_objects`.
-    fn items(&self, answer: &mut Answer, label: &str) -> Result<Vec<Object>> {
+    fn items(&self, answer: &mut Answer, label: &str) -> Result<Objects> {
         let count = page_items(self.api, &answer.body, label)?.len();
         let seen = self.objects.fetch_add(count, Ordering::Relaxed) + count;
         if seen > self.api.max_objects {
@@ -1164,12 +1188,8 @@ pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<Data
             snippet(body)
         ))
     })?;
-    let decoder = Decoder::new(api);
-    let items = page_items(api, &body, &label)?
-        .iter()
-        .map(|item| Object::read(&decoder, item))
-        .collect();
-    let pages = [Page { label, items }];
+    let Objects { items, raw } = Decoder::new(api).objects(page_items(api, &body, &label)?);
+    let pages = [Page { label, items, raw }];
     frame(api, pages.into(), window, &mut ListingCoverage::default())
 }
 
@@ -1222,8 +1242,9 @@ fn frame(
                 Some(&slot) => {
                     coverage.repeated += 1;
                     let previous = order[slot];
-                    let earlier = &pages[previous.0].items[previous.1];
-                    if earlier.raw != item.raw {
+                    let earlier = &pages[previous.0];
+                    let earlier_raw = &earlier.raw[earlier.items[previous.1].raw.clone()];
+                    if *earlier_raw != page.raw[item.raw.clone()] {
                         changed.insert(id.into_owned(), pages[previous.0].label.clone());
                     }
                     order[slot] = (page_index, item_index);
@@ -1243,11 +1264,18 @@ fn frame(
     let mapping = Mapping::default();
     let paths: Vec<JsonPath> = PROVIDER.iter().map(|spec| api.path(spec.name)).collect();
     let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
-    for &(page_index, item_index) in &order {
-        // The object's text moves into the table rather than being copied.
-        let mut raw = Some(std::mem::take(&mut pages[page_index].items[item_index].raw));
+    // Where each page is used for the last time: its objects' text is let go of there.
+    let mut last_use = vec![0; pages.len()];
+    for (position, &(page_index, _)) in order.iter().enumerate() {
+        last_use[page_index] = position;
+    }
+    for (position, &(page_index, item_index)) in order.iter().enumerate() {
+        if position > 0 && last_use[order[position - 1].0] == position - 1 {
+            pages[order[position - 1].0].raw = String::new();
+        }
         let page = &pages[page_index];
         let item = &page.items[item_index];
+        let mut raw = Some(&page.raw[item.raw.clone()]);
         // Slices overlap and servers round bounds: keep exactly the asked window.
         if let Some(created) = item.field("created_at").and_then(created_micros)
             && !window.contains(created)
