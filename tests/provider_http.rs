@@ -460,6 +460,12 @@ fn a_later_differing_copy_wins_with_a_warning() {
 /// The real-Airflow 3.3.2 run with `[provider]` switched to the mock's listing.
 pub fn listing_scenario(url: &str, style: MockPagination, extra: &str) -> Scenario {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    use_listing(&scenario, url, style, extra);
+    scenario
+}
+
+/// Switches a scenario's `[provider]` to the mock's listing at `url`.
+pub fn use_listing(scenario: &Scenario, url: &str, style: MockPagination, extra: &str) {
     let config = scenario.read("onceonly.toml");
     let start = config.find("[provider]").expect("[provider]");
     let end = start + config[start..].find("[[operation]]").expect("operations");
@@ -470,7 +476,6 @@ pub fn listing_scenario(url: &str, style: MockPagination, extra: &str) -> Scenar
         &config[end..]
     );
     scenario.write("onceonly.toml", &text);
-    scenario
 }
 
 fn audit(scenario: &Scenario, envs: &[(&str, &str)]) -> Output {
