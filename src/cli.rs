@@ -17,6 +17,9 @@ use crate::rules::Severity;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Show no progress on stderr (it is shown only when stderr is a terminal).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,7 @@ use onceonly::{output, timestamp};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    onceonly::progress::install(onceonly::progress::Mode::from_environment(cli.quiet));
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
