@@ -53,9 +53,13 @@ pub struct SynthArgs {
     /// How many intervals (all DAGs together).
     #[arg(long, default_value_t = 100_000)]
     pub intervals: usize,
-    /// How many DAGs, one operation each.
+    /// How many DAGs, one operation each (all on one hourly schedule).
     #[arg(long, default_value_t = 20)]
     pub dags: usize,
+    /// Bind every DAG to one `[[operation]]` whose dag_id is the glob `*`, instead of one
+    /// operation per DAG (the same scenario and truth: each DAG is its own pipeline).
+    #[arg(long)]
+    pub glob_operation: bool,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The folder to write (snapshot, airflow.db, journal.db, provider_state.json, configs,

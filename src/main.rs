@@ -69,6 +69,11 @@ fn run(cli: Cli) -> Result<u8> {
                 dags: args.dags,
                 seed: args.seed,
                 rates,
+                layout: if args.glob_operation {
+                    onceonly::commands::synth::Layout::GlobOperation
+                } else {
+                    onceonly::commands::synth::Layout::OperationPerDag
+                },
             };
             let written = onceonly::commands::synth::run(&options, &args.out)?;
             output::stdout(&format!(

@@ -181,3 +181,50 @@ fn another_intervals_object_is_not_a_reconciled_retry() {
     assert_ne!(second.2, "reconciled", "{verdicts:?}");
     assert_eq!(audit.report.summary.reconciled_retries, 0);
 }
+
+/// `reports` binds the glob `reports_*`: two DAGs on one daily schedule are two pipelines. Their
+/// objects for the day they share are not a duplicate (D002), their keys are not one unstable
+/// key (K001), one DAG's late run is not a re-run of the other's interval (R001, T001), and a
+/// retry that got its own object back is reconciled. A key both DAGs used is K003.
+#[test]
+fn a_glob_operation_keeps_each_dag_its_own_pipeline() {
+    let audit = audit_scenario("glob-operation", &[]);
+    let findings = &audit.report.findings;
+    let codes: Vec<&str> = findings.iter().map(|finding| finding.code).collect();
+    assert_eq!(codes, ["K002", "K003"], "{findings:#?}");
+    let collision = &findings[1];
+    assert_eq!(collision.op_key.as_deref(), Some("reports:2026-11-02"));
+    assert!(
+        collision.message.contains("reports_eu") && collision.message.contains("reports_us"),
+        "{}",
+        collision.message
+    );
+    snapshot("glob_operation", findings);
+
+    let frame = &audit.verdicts;
+    let dags = texts(frame, "dag_id").expect("dag_id");
+    let judged: Vec<(String, String, i64, String)> = dags
+        .into_iter()
+        .zip(verdicts(&audit))
+        .map(|(dag, (run, number, verdict))| (dag.expect("dag_id"), run, number, verdict))
+        .collect();
+    let verdict_of = |dag: &str, day: &str, number: i64| {
+        judged
+            .iter()
+            .find(|(d, run, n, _)| d == dag && run.contains(day) && *n == number)
+            .map(|(.., verdict)| verdict.as_str())
+    };
+    assert_eq!(verdict_of("reports_eu", "2026-11-01", 1), Some("committed"));
+    assert_eq!(
+        verdict_of("reports_us", "2026-11-01", 1),
+        Some("lost-response")
+    );
+    assert_eq!(
+        verdict_of("reports_us", "2026-11-01", 2),
+        Some("reconciled")
+    );
+    assert_eq!(verdict_of("reports_eu", "2026-11-02", 1), Some("committed"));
+    // reports_us got reports_eu's object back: a collision, not its own replay.
+    assert_eq!(verdict_of("reports_us", "2026-11-02", 1), Some("committed"));
+    assert_eq!(audit.report.summary.reconciled_retries, 1);
+}

@@ -4,7 +4,7 @@
 
 use onceonly::commands::audit::{self, AuditOptions};
 use onceonly::commands::mock_provider::{self, MockOptions, MockPagination};
-use onceonly::commands::synth::{self, Expected, Rates, SynthOptions};
+use onceonly::commands::synth::{self, Expected, Layout, Rates, SynthOptions};
 use onceonly::config::Config;
 use onceonly::rules::Finding;
 
@@ -21,6 +21,7 @@ fn options(seed: u64) -> SynthOptions {
         dags: 3,
         seed,
         rates: Rates::parse(&entries).unwrap(),
+        layout: Layout::OperationPerDag,
     }
 }
 
@@ -94,7 +95,11 @@ fn findings_equal_the_injected_truth_from_every_source() {
         mock.page_size = 1000;
         let mock = mock_provider::start(mock, 0).unwrap();
         let listing = dir.path().join("listing.toml");
-        std::fs::write(&listing, synth::config(3, Some(&mock.url()))).unwrap();
+        std::fs::write(
+            &listing,
+            synth::config(3, Layout::OperationPerDag, Some(&mock.url())),
+        )
+        .unwrap();
         let config = Config::load(&listing).unwrap();
         let report = audit::run(&config, &AuditOptions::default())
             .unwrap()
@@ -106,6 +111,47 @@ fn findings_equal_the_injected_truth_from_every_source() {
             report.coverage.sources
         );
         mock.stop();
+    }
+}
+
+/// One `[[operation]]` whose dag_id is the glob `*` covers ten DAGs on one hourly schedule.
+/// Each DAG is its own pipeline (SPEC §4): every rule finds exactly what was injected, nothing
+/// pools the DAGs' intervals (no D002 or K001 over the hour the DAGs share, no rerun of one
+/// DAG's interval blamed on another's), and every try is judged as with an operation per DAG.
+#[test]
+fn a_glob_operation_over_many_dags_finds_exactly_the_injected_truth() {
+    for seed in [2, 13, 99] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = options(seed);
+        options.dags = 10;
+        options.intervals = 3_000;
+        options.layout = Layout::GlobOperation;
+        let written = synth::run(&options, dir.path()).unwrap();
+        let audit_with = |config: &Config| {
+            let from_snapshot = AuditOptions {
+                from_snapshot: Some(dir.path().to_path_buf()),
+                ..AuditOptions::default()
+            };
+            audit::run(config, &from_snapshot).unwrap().report
+        };
+        let glob = Config::load(&dir.path().join("onceonly.toml")).unwrap();
+        assert_eq!(glob.operations.len(), 1);
+        let report = audit_with(&glob);
+        assert_eq!(report.coverage.operations, ["export"]);
+        assert_same(
+            "glob operation",
+            seed,
+            &report.findings,
+            &written.truth.findings,
+        );
+
+        let per_dag = dir.path().join("per-dag.toml");
+        std::fs::write(&per_dag, synth::config(10, Layout::OperationPerDag, None)).unwrap();
+        let per_dag = audit_with(&Config::load(&per_dag).unwrap());
+        assert_eq!(
+            report.summary.verdicts, per_dag.summary.verdicts,
+            "seed {seed}: every try judged as with an operation per DAG"
+        );
     }
 }
 

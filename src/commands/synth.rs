@@ -15,9 +15,12 @@
 //! | `onceonly-listing.toml` | the same, the provider listed over HTTP at `__PROVIDER_URL__` |
 //! | `truth.json` | the findings the audit must report: code, DAG, interval, key, object ids |
 //!
-//! Intervals are hourly; interval `n` belongs to DAG `n % dags`. Each DAG has one operation
-//! (`synth_NNN.export`) whose key is `synth:{dag_id}:{interval_start:%Y-%m-%dT%H}`. All times
-//! are whole seconds, so the provider's epoch-second listing loses nothing.
+//! Intervals are hourly; interval `n` belongs to DAG `n % dags`, so every DAG runs on the same
+//! schedule. The key is `synth:{dag_id}:{interval_start:%Y-%m-%dT%H}`. Each DAG has an
+//! `[[operation]]` of its own (`synth_NNN`), or, with [`Layout::GlobOperation`], one operation
+//! (`export`, `dag_id = "*"`) covers them all: the tables and the truth are the same, since
+//! each DAG is its own pipeline either way (SPEC §4). All times are whole seconds, so the
+//! provider's epoch-second listing loses nothing.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -168,6 +171,17 @@ pub struct SynthOptions {
     pub dags: usize,
     pub seed: u64,
     pub rates: Rates,
+    pub layout: Layout,
+}
+
+/// How the configs bind the scenario's DAGs to operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Each DAG has an `[[operation]]` of its own, named after it.
+    #[default]
+    OperationPerDag,
+    /// One `[[operation]]` named `export` whose `dag_id` is the glob `*`: every DAG.
+    GlobOperation,
 }
 
 /// One finding the audit must report, identified as the report identifies it.
@@ -671,10 +685,13 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
     crate::sources::saved::save(dir, &scenario.tables, Default::default())?;
     write_state(&dir.join("provider_state.json"), &scenario.state_objects)?;
     let dags = options.dags.max(1);
-    crate::output::file(&dir.join("onceonly.toml"), config(dags, None).as_bytes())?;
+    crate::output::file(
+        &dir.join("onceonly.toml"),
+        config(dags, options.layout, None).as_bytes(),
+    )?;
     crate::output::file(
         &dir.join("onceonly-listing.toml"),
-        config(dags, Some("__PROVIDER_URL__")).as_bytes(),
+        config(dags, options.layout, Some("__PROVIDER_URL__")).as_bytes(),
     )?;
     let mut truth = serde_json::to_string_pretty(&scenario.truth).expect("truth serializes");
     truth.push('\n');
@@ -708,8 +725,8 @@ fn write_state(path: &Path, objects: &[String]) -> Result<()> {
 }
 
 /// The config for the scenario: airflow.db and journal.db read in place; the provider from
-/// the snapshot's Parquet file, or listed over HTTP at `url`.
-pub fn config(dags: usize, url: Option<&str>) -> String {
+/// the snapshot's Parquet file, or listed over HTTP at `url`; the operations as `layout` says.
+pub fn config(dags: usize, layout: Layout, url: Option<&str>) -> String {
     let mut text = String::from(
         "# Written by `onceonly synth`: audit with --from-snapshot . or straight from the sources.\n\n\
          [airflow]\nurl = \"sqlite:///airflow.db\"\n\n\
@@ -721,12 +738,20 @@ pub fn config(dags: usize, url: Option<&str>) -> String {
         ),
         Some(url) => text.push_str(&listing(url)),
     }
-    for dag in 0..dags.max(1) {
-        let dag_id = dag_name(dag);
-        text.push_str(&format!(
-            "\n[[operation]]\nname = \"{dag_id}\"\ndag_id = \"{dag_id}\"\ntask_id = \"export\"\n\
+    let operation = |name: &str, dag_id: &str| {
+        format!(
+            "\n[[operation]]\nname = \"{name}\"\ndag_id = \"{dag_id}\"\ntask_id = \"export\"\n\
              key = \"synth:{{dag_id}}:{{interval_start:%Y-%m-%dT%H}}\"\n"
-        ));
+        )
+    };
+    match layout {
+        Layout::OperationPerDag => {
+            for dag in 0..dags.max(1) {
+                let dag_id = dag_name(dag);
+                text.push_str(&operation(&dag_id, &dag_id));
+            }
+        }
+        Layout::GlobOperation => text.push_str(&operation("export", "*")),
     }
     text
 }

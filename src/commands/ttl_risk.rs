@@ -80,12 +80,11 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         },
     )?;
     let prepared = &audit.prepared;
-    let group = [
-        col("operation"),
-        col("map_index"),
-        col("iv_start"),
-        col("iv_end"),
-    ];
+    // Each DAG's task is its own pipeline, whatever operation names it (SPEC §4).
+    let group: Vec<Expr> = crate::prepare::PIPELINE_INTERVAL
+        .iter()
+        .map(|name| col(*name))
+        .collect();
     let in_range = col("dag_id")
         .eq(lit(options.dag.clone()))
         .and(col("iv_start").gt_eq(lit(options.from).cast(crate::model::utc())))
@@ -97,11 +96,16 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         .sort(["start_date", "try_number"], Default::default())
         .group_by(group.clone())
         .agg([
+            col("operation").first(),
+            col("task_id").first(),
             col("interval").first(),
             col("expected_key").drop_nulls().first(),
             col("state").last().alias("latest_state"),
         ])
-        .sort(["iv_start", "operation", "map_index"], Default::default())
+        .sort(
+            ["iv_start", "operation", "task_id", "map_index"],
+            Default::default(),
+        )
         .collect()
         .engine("ttl-risk: intervals")?;
     let journal_keys = prepared
@@ -125,16 +129,12 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         .collect()
         .engine("ttl-risk: objects")?;
 
-    let id = |op: &Option<String>, map: Option<i64>, start: Option<i64>| {
-        (
-            op.clone().unwrap_or_default(),
-            map.unwrap_or(-1),
-            start.unwrap_or(0),
-        )
+    let id = |pipeline: Option<i64>, map: Option<i64>, start: Option<i64>| {
+        (pipeline, map.unwrap_or(-1), start.unwrap_or(0))
     };
     // Journal keys per interval.
-    let (j_ops, j_maps, j_starts, j_last) = (
-        texts(&journal_keys, "operation")?,
+    let (j_pipelines, j_maps, j_starts, j_last) = (
+        ints(&journal_keys, "pipeline")?,
         ints(&journal_keys, "map_index")?,
         ints(&journal_keys, "iv_start")?,
         texts(&journal_keys, "last_key")?,
@@ -146,13 +146,13 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     let mut journal_by_interval = BTreeMap::new();
     for row in 0..journal_keys.height() {
         journal_by_interval.insert(
-            id(&j_ops[row], j_maps[row], j_starts[row]),
+            id(j_pipelines[row], j_maps[row], j_starts[row]),
             (j_last[row].clone(), key_counts[row]),
         );
     }
     // Live objects per interval: (id, key, created).
-    let (o_ops, o_maps, o_starts, o_ids, o_keys, o_created) = (
-        texts(&objects, "operation")?,
+    let (o_pipelines, o_maps, o_starts, o_ids, o_keys, o_created) = (
+        ints(&objects, "pipeline")?,
         ints(&objects, "map_index")?,
         ints(&objects, "iv_start")?,
         texts(&objects, "external_id")?,
@@ -162,7 +162,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     let mut objects_by_interval: BTreeMap<_, Vec<(String, Option<String>, i64)>> = BTreeMap::new();
     for row in 0..objects.height() {
         objects_by_interval
-            .entry(id(&o_ops[row], o_maps[row], o_starts[row]))
+            .entry(id(o_pipelines[row], o_maps[row], o_starts[row]))
             .or_default()
             .push((
                 o_ids[row].clone().unwrap_or_default(),
@@ -195,7 +195,8 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         })
     };
 
-    let (ops, maps, starts, labels, expected, states) = (
+    let (pipelines, ops, maps, starts, labels, expected, states) = (
+        ints(&intervals, "pipeline")?,
         texts(&intervals, "operation")?,
         ints(&intervals, "map_index")?,
         ints(&intervals, "iv_start")?,
@@ -206,7 +207,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     let mut risks = Vec::new();
     let mut sources = BTreeSet::new();
     for row in 0..intervals.height() {
-        let key_id = id(&ops[row], maps[row], starts[row]);
+        let key_id = id(pipelines[row], maps[row], starts[row]);
         let operation = ops[row].clone().unwrap_or_default();
         let rerun = match options.reprocess_behavior.as_deref() {
             None | Some("completed") => true,

@@ -202,11 +202,18 @@ fn only(frame: &DataFrame, column: &str, values: BTreeSet<&str>) -> Result<DataF
         .engine("selecting the findings' rows")
 }
 
-/// Adds an action, merging it into an equal one (same id) that answers other findings.
+/// Adds an action, merging it into an equal one (same id) that answers other findings. An
+/// action that answers findings of several DAGs (one key derivation shared by the DAGs of a
+/// glob operation) belongs to no one DAG.
 fn add(actions: &mut BTreeMap<String, Action>, action: Action) {
     actions
         .entry(action.id.clone())
-        .and_modify(|known| known.answers.extend(action.answers.clone()))
+        .and_modify(|known| {
+            known.answers.extend(action.answers.clone());
+            if known.dag_id != action.dag_id {
+                known.dag_id = None;
+            }
+        })
         .or_insert(action);
 }
 

@@ -38,9 +38,26 @@ pub const BASIS_RUN_AFTER: &str = "run_after";
 pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
 /// The columns that identify one try.
 pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
-/// The columns that identify one interval of one operation.
-/// Mapped task instances are separate operations: `map_index` is part of the identity.
-pub const OPERATION_INTERVAL: [&str; 4] = ["operation", "map_index", "iv_start", "iv_end"];
+/// The columns that identify one interval of one pipeline: a DAG's task, numbered in
+/// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
+/// own pipeline, and its `name` only labels). Mapped task instances are separate operations:
+/// `map_index` is part of the identity.
+pub const PIPELINE_INTERVAL: [&str; 4] = ["pipeline", "map_index", "iv_start", "iv_end"];
+
+/// The sort that brings the rows of each pipeline interval together, to be read as groups, in
+/// an order that does not depend on the order rows were read: by the names that identify the
+/// pipeline (`pipeline` numbers them in the order read), then the interval, then `then`.
+pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
+    let order = [
+        "operation",
+        "dag_id",
+        "task_id",
+        "map_index",
+        "iv_start",
+        "iv_end",
+    ];
+    order.iter().chain(then).copied().collect()
+}
 
 /// What the listing covered: objects created outside it are unknown, not absent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -143,7 +160,7 @@ impl Prepared {
         let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
             let numbering = threads.spawn(|| objects::SourceNumbers::of(&columns));
-            let tries = Self::prepare_tries(config, attempts)?;
+            let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
             // The tries' operation intervals are numbered on a thread of their own from here on.
             let intervals = {
                 let tries = tries.clone();
@@ -154,7 +171,8 @@ impl Prepared {
                     intervals
                 })
             };
-            let (tries, journal, run_count) = Self::prepare_journal(config, tries, journal)?;
+            let (tries, journal, run_count) =
+                Self::prepare_journal(config, tries, journal, &mut pipelines)?;
             let numbers = numbering
                 .join()
                 .expect("numbering the sources does not panic");
@@ -175,16 +193,17 @@ impl Prepared {
         })
     }
 
-    /// The prepared tries: those of operation tasks, with their operation, audit interval,
-    /// interval label and expected key.
-    fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<DataFrame> {
+    /// The prepared tries: those of operation tasks, with their operation, pipeline, audit
+    /// interval, interval label and expected key; and the pipelines numbered so far.
+    fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<(DataFrame, Pipelines)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
-        let operations = operation_column(config, &attempts, Unnamed::Null)?;
-        let attempts_operations_missing = operations.null_count() > 0;
+        let mut pipelines = Pipelines::default();
+        let operations = operation_columns(config, &attempts, Unnamed::Null, &mut pipelines)?;
+        let attempts_operations_missing = operations[0].null_count() > 0;
         attempts
-            .with_column(operations)
+            .hstack_mut(&operations)
             .engine("naming operations")?;
 
         // Tries of tasks that are not operations are left out; when there are none the frame
@@ -227,7 +246,7 @@ impl Prepared {
             .hstack_mut(&[label, expected])
             .engine("preparing tries")?;
         crate::timing::phase("prepare:tries", t);
-        Ok(tries)
+        Ok((tries, pipelines))
     }
 
     /// The prepared journal: each row with its operation, its run's interval and its own try;
@@ -236,6 +255,7 @@ impl Prepared {
         config: &Config,
         tries: DataFrame,
         journal: &DataFrame,
+        pipelines: &mut Pipelines,
     ) -> Result<(DataFrame, DataFrame, usize)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
@@ -249,7 +269,7 @@ impl Prepared {
         let (runs, index, journal) = std::thread::scope(|threads| {
             let runs = threads.spawn(|| Runs::of(&dags, &run_ids));
             let index = threads.spawn(|| TryIndex::new(&tries));
-            let journal = name_journal_operations(config, journal);
+            let journal = name_journal_operations(config, journal, pipelines);
             (
                 runs.join().expect("numbering runs does not panic"),
                 index.join().expect("indexing tries does not panic"),
@@ -346,11 +366,17 @@ fn numbers_column(name: &str, numbers: Vec<u32>) -> Column {
 }
 
 /// The journal with each row's `operation` (journal rows of tasks no `[[operation]]` names
-/// still describe operations: `dag_id.task_id`) and `map_index` -1 where it is NULL.
-fn name_journal_operations(config: &Config, journal: &DataFrame) -> Result<DataFrame> {
+/// still describe operations: `dag_id.task_id`), its `pipeline`, and `map_index` -1 where it
+/// is NULL.
+fn name_journal_operations(
+    config: &Config,
+    journal: &DataFrame,
+    pipelines: &mut Pipelines,
+) -> Result<DataFrame> {
     let mut journal = journal.clone();
+    let operations = operation_columns(config, &journal, Unnamed::DagTask, pipelines)?;
     journal
-        .with_column(operation_column(config, &journal, Unnamed::DagTask)?)
+        .hstack_mut(&operations)
         .engine("naming operations")?;
     journal
         .lazy()
@@ -619,40 +645,75 @@ enum Unnamed {
     DagTask,
 }
 
-/// The operation of each row's `(dag_id, task_id)`. The config's globs are matched once per
-/// distinct pair, not once per row, and a row of the same pair as the row before it is not
-/// looked up at all (a try's journal rows, and a run's tries, are often read together).
-fn operation_column(config: &Config, frame: &DataFrame, unnamed: Unnamed) -> Result<Column> {
+/// The pipelines (SPEC §4): each DAG's task, numbered densely from 0 in the order first seen,
+/// the same `(dag_id, task_id)` having the same number in the tries and the journal. There
+/// are few of them (a DAG's operation tasks), so they are kept as owned pairs.
+#[derive(Default)]
+pub struct Pipelines {
+    numbers: PlHashMap<(String, String), u32>,
+}
+
+impl Pipelines {
+    fn number(&mut self, dag: &str, task: &str) -> u32 {
+        let next = self.numbers.len() as u32;
+        *self
+            .numbers
+            .entry((dag.to_string(), task.to_string()))
+            .or_insert(next)
+    }
+}
+
+/// The operation of each row's `(dag_id, task_id)`, and its pipeline. The config's globs are
+/// matched once per distinct pair, not once per row, and a row of the same pair as the row
+/// before it is not looked up at all (a try's journal rows, and a run's tries, are often read
+/// together).
+fn operation_columns(
+    config: &Config,
+    frame: &DataFrame,
+    unnamed: Unnamed,
+    pipelines: &mut Pipelines,
+) -> Result<[Column; 2]> {
     let dags = crate::cells::text_column(frame, "dag_id")?;
     let tasks = crate::cells::text_column(frame, "task_id")?;
     let mut names: Vec<String> = Vec::new();
-    let mut seen: PlHashMap<(&str, &str), Option<IdxSize>> = PlHashMap::default();
-    let mut previous: Option<((&str, &str), Option<IdxSize>)> = None;
+    // (operation name's index, pipeline) of each distinct pair.
+    type Named = (Option<IdxSize>, u32);
+    let mut seen: PlHashMap<(&str, &str), Named> = PlHashMap::default();
+    let mut previous: Option<((&str, &str), Named)> = None;
     let mut rows = Vec::with_capacity(frame.height());
+    let mut pipeline = Vec::with_capacity(frame.height());
     for pair in dags.iter().zip(tasks.iter()) {
         let (Some(dag), Some(task)) = pair else {
             rows.push(None);
+            pipeline.push(None);
             continue;
         };
-        let name = match previous {
-            Some((pair, name)) if pair == (dag, task) => name,
+        let named = match previous {
+            Some((pair, named)) if pair == (dag, task) => named,
             _ => {
-                let name = *seen.entry((dag, task)).or_insert_with(|| {
+                let named = *seen.entry((dag, task)).or_insert_with(|| {
                     let name = match config.operation_for(dag, task) {
-                        Some(operation) => operation.name.clone(),
-                        None if unnamed == Unnamed::DagTask => format!("{dag}.{task}"),
-                        None => return None,
+                        Some(operation) => Some(operation.name.clone()),
+                        None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}")),
+                        None => None,
                     };
-                    names.push(name);
-                    Some((names.len() - 1) as IdxSize)
+                    let index = name.map(|name| {
+                        names.push(name);
+                        (names.len() - 1) as IdxSize
+                    });
+                    (index, pipelines.number(dag, task))
                 });
-                previous = Some(((dag, task), name));
-                name
+                previous = Some(((dag, task), named));
+                named
             }
         };
-        rows.push(name);
+        rows.push(named.0);
+        pipeline.push(named.0.map(|_| named.1));
     }
-    Ok(crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column())
+    Ok([
+        crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column(),
+        UInt32Chunked::from_iter_options("pipeline".into(), pipeline.into_iter()).into_column(),
+    ])
 }
 
 /// Extracts the conf values key templates read into `conf.NAME` columns.

@@ -233,7 +233,7 @@ impl<'a> SourceNumbers<'a> {
 ///   name its id;
 /// * operation and interval: those of the journal rows with that key, else of the tries whose
 ///   expected key it is; a key used in several intervals takes the earliest (K003 reports it),
-///   ties broken by operation, map index, interval end and DAG, then by the order read;
+///   ties broken by operation, map index, interval end, DAG and task, then by the order read;
 /// * `named`: a journal row names its id; `committed`: a committed or reconciled row does;
 ///   `key_journaled`: its key appears in the journal;
 /// * `by_run_id`, `by_try_number`, `by_map_index`: the try that created it (`creators`).
@@ -663,14 +663,17 @@ struct HomeColumns<'f> {
     frame: &'f DataFrame,
     operation: StringChunked,
     dag: StringChunked,
+    task: StringChunked,
     map: Int64Chunked,
     start: Int64Chunked,
     end: Int64Chunked,
 }
 
-const HOME: [&str; 6] = [
+const HOME: [&str; 8] = [
     "operation",
     "dag_id",
+    "task_id",
+    "pipeline",
     "map_index",
     "iv_start",
     "iv_end",
@@ -684,6 +687,7 @@ type HomeOrder<'a> = (
     (bool, Option<i64>),
     (bool, Option<i64>),
     (bool, Option<&'a str>),
+    (bool, Option<&'a str>),
 );
 
 impl<'f> HomeColumns<'f> {
@@ -695,6 +699,7 @@ impl<'f> HomeColumns<'f> {
             frame,
             operation: crate::cells::text_column(frame, "operation")?,
             dag: crate::cells::text_column(frame, "dag_id")?,
+            task: crate::cells::text_column(frame, "task_id")?,
             map: int("map_index")?,
             start: int("iv_start")?,
             end: int("iv_end")?,
@@ -708,6 +713,7 @@ impl<'f> HomeColumns<'f> {
             last(self.map.get(row)),
             last(self.end.get(row)),
             last(self.dag.get(row)),
+            last(self.task.get(row)),
         )
     }
 }
@@ -740,7 +746,7 @@ impl<'f> Homes<'f> {
     }
 
     /// For each key, the number of its home: the earliest interval; ties by operation, map
-    /// index, interval end, DAG (NULLs last), then by the order of the rows.
+    /// index, interval end, DAG, task (NULLs last), then by the order of the rows.
     ///
     /// A journal row whose key is its own try's expected key says nothing the try's row does
     /// not, and is passed over.
