@@ -67,7 +67,7 @@ pub struct SynthArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// NAME=RATE, the share of intervals given a case: L001, D001, D002, L002, L003, M001,
-    /// M002, K002, C001, reconciled, retry, voided (e.g. --rates L001=0.01,D001=0.02).
+    /// M002, K002, C001, reconciled, retry, voided, check-then-create (e.g. --rates L001=0.01,D001=0.02).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<String>,
 }

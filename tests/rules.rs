@@ -19,6 +19,15 @@ fn rules_fixtures() -> PathBuf {
 
 /// Audits one scenario folder with the shared config; `rules` empty runs every rule.
 fn audit_scenario(scenario: &str, rules: &[&str]) -> Audit {
+    let options = AuditOptions {
+        rules: rules.iter().map(|code| code.to_string()).collect(),
+        ..Default::default()
+    };
+    audit_scenario_with(scenario, &options)
+}
+
+/// Audits one scenario folder with the shared config and the given options.
+fn audit_scenario_with(scenario: &str, options: &AuditOptions) -> Audit {
     let config_path = rules_fixtures().join("onceonly.toml");
     let text = std::fs::read_to_string(&config_path)
         .unwrap_or_else(|err| panic!("{}: {err}", config_path.display()));
@@ -26,11 +35,7 @@ fn audit_scenario(scenario: &str, rules: &[&str]) -> Audit {
     assert!(dir.is_dir(), "no scenario folder {}", dir.display());
     let config = Config::parse(&text, &dir.join("onceonly.toml"))
         .unwrap_or_else(|err| panic!("config for {scenario}: {err}"));
-    let options = AuditOptions {
-        rules: rules.iter().map(|code| code.to_string()).collect(),
-        ..Default::default()
-    };
-    audit::run(&config, &options).unwrap_or_else(|err| panic!("audit of {scenario}: {err}"))
+    audit::run(&config, options).unwrap_or_else(|err| panic!("audit of {scenario}: {err}"))
 }
 
 /// Snapshot files are named after the scenario only (`tests/snapshots/D001_fires.snap`), so a
@@ -227,4 +232,45 @@ fn a_glob_operation_keeps_each_dag_its_own_pipeline() {
     // reports_us got reports_eu's object back: a collision, not its own replay.
     assert_eq!(verdict_of("reports_us", "2026-11-02", 1), Some("committed"));
     assert_eq!(audit.report.summary.reconciled_retries, 1);
+}
+
+/// A retry that finds its key committed in the journal and skips the provider succeeds without
+/// a row (fixtures/rules/M002/near-miss): its verdict is `no-operation` and it is no M002, also
+/// when the run that committed is outside the audited window.
+#[test]
+fn check_then_create_retries_are_no_operation_not_unrecorded_successes() {
+    let audit = audit_scenario("M002/near-miss", &[]);
+    let judged = verdicts(&audit);
+    let verdict_of = |run: &str, number: i64| {
+        judged
+            .iter()
+            .find(|(r, n, _)| r == run && *n == number)
+            .map(|(.., verdict)| verdict.as_str())
+    };
+    let (scheduled, manual) = (
+        "scheduled__2026-11-02T00:00:00+00:00",
+        "manual__2026-11-10T09:00:00+00:00",
+    );
+    assert_eq!(verdict_of(scheduled, 1), Some("committed"));
+    assert_eq!(verdict_of(scheduled, 2), Some("no-operation"));
+    assert_eq!(verdict_of(manual, 1), Some("no-operation"));
+    assert!(
+        audit.report.findings.iter().all(|f| f.code != "M002"),
+        "{:#?}",
+        audit.report.findings
+    );
+
+    // Only the manual re-trigger ran in the window: the committed row is another run's.
+    let windowed = AuditOptions {
+        rules: vec!["M002".into()],
+        since: onceonly::timestamp::parse("2026-11-09"),
+        ..Default::default()
+    };
+    let audit = audit_scenario_with("M002/near-miss", &windowed);
+    assert_eq!(audit.report.coverage.tries, 1);
+    assert!(
+        audit.report.findings.is_empty(),
+        "{:#?}",
+        audit.report.findings
+    );
 }

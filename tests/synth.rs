@@ -88,6 +88,12 @@ fn findings_equal_the_injected_truth_from_every_source() {
             written.truth.cases["reconciled"] + written.truth.cases["K002"],
             "every recovered lost response, and every re-run the provider replayed, is counted"
         );
+        assert!(written.truth.cases["check-then-create"] > 0, "seed {seed}");
+        assert_eq!(
+            report.summary.verdicts["no-operation"],
+            written.truth.cases["check-then-create"] + written.truth.cases["M002"],
+            "a retry that skipped a committed export did nothing, and is no M002"
+        );
 
         // Airflow's SQLite database and the journal database, the provider listed over HTTP.
         let objects = mock_provider::load_state(&dir.path().join("provider_state.json")).unwrap();

@@ -34,8 +34,8 @@ use crate::error::{EngineContext, Error, Result};
 use crate::model::{Table, utc};
 use crate::sources::Tables;
 
-/// What happens in one interval. The fillers (`Clean`, `Retry`, `Reconciled`, `Voided`)
-/// cause no finding; each fault causes exactly the findings [`Case::findings`] names.
+/// What happens in one interval. The fillers (`Clean`, `Retry`, `Reconciled`, `Voided`,
+/// `CheckThenCreate`) cause no finding; each fault causes exactly the findings [`Case::findings`] names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Case {
     /// One try: intent, object, committed.
@@ -47,6 +47,9 @@ pub enum Case {
     Reconciled,
     /// A duplicate repaired earlier: try 1's object was created twice and voided since.
     Voided,
+    /// Try 1 exported and committed, then failed in a later step; try 2 read the journal,
+    /// found the key committed and skipped the provider: a success with no journal row.
+    CheckThenCreate,
     /// Lost response, not recovered: one try, the object exists, no committed row (L001).
     L001,
     /// Both tries committed an object under one key: the provider had forgotten it (D001).
@@ -70,11 +73,12 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [Case; 13] = [
+    pub const ALL: [Case; 14] = [
         Case::Clean,
         Case::Retry,
         Case::Reconciled,
         Case::Voided,
+        Case::CheckThenCreate,
         Case::L001,
         Case::D001,
         Case::D002,
@@ -92,6 +96,7 @@ impl Case {
             Case::Retry => "retry",
             Case::Reconciled => "reconciled",
             Case::Voided => "voided",
+            Case::CheckThenCreate => "check-then-create",
             Case::L001 => "L001",
             Case::D001 => "D001",
             Case::D002 => "D002",
@@ -116,13 +121,15 @@ impl Case {
 pub struct Rates(pub BTreeMap<Case, f64>);
 
 impl Default for Rates {
-    /// About 1.3 tries and 1.1 provider objects per interval, 0.5 % of intervals per fault.
+    /// About 1.4 tries and 1.1 provider objects per interval, 0.5 % of intervals per fault;
+    /// one interval in twenty has a check-then-create retry.
     fn default() -> Rates {
         let mut rates = BTreeMap::new();
         rates.insert(Case::Retry, 0.10);
         rates.insert(Case::Reconciled, 0.10);
         rates.insert(Case::Voided, 0.10);
-        for case in &Case::ALL[4..] {
+        rates.insert(Case::CheckThenCreate, 0.05);
+        for case in &Case::ALL[5..] {
             rates.insert(*case, 0.005);
         }
         Rates(rates)
@@ -406,6 +413,13 @@ pub fn generate(options: &SynthOptions) -> Result<Scenario> {
                     0
                 };
                 rows.push((2, k(), "committed", Some(committed), p(), r + 8));
+            }
+            Case::CheckThenCreate => {
+                tries.push((1, "failed", s, s + 12));
+                made.push((k(), s + 5, "live", p(), 1));
+                rows.push((1, k(), "intent", None, p(), s + 2));
+                rows.push((1, k(), "committed", Some(0), p(), s + 8));
+                tries.push((2, "success", r, r + 3));
             }
             Case::L001 => {
                 tries.push((1, "failed", s, s + 12));

@@ -103,8 +103,11 @@ pub struct Prepared {
     pub id_count: usize,
     /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
     pub run_count: usize,
-    /// The operation intervals of the tries, numbered.
+    /// The pipeline intervals of the tries, numbered.
     pub intervals: crate::verdicts::Intervals,
+    /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
+    /// or reconciled row under the key. Keys past its end are the tries' alone.
+    pub committed_keys: Vec<bool>,
 }
 
 impl Prepared {
@@ -133,6 +136,11 @@ impl Prepared {
             }
         }
         Ok(rows)
+    }
+
+    /// Whether the whole journal committed (or reconciled) the operation of a key.
+    pub fn key_committed(&self, key: u32) -> bool {
+        self.committed_keys.get(key as usize) == Some(&true)
     }
 
     /// Live objects attributed to an operation interval.
@@ -311,7 +319,7 @@ impl Prepared {
         intervals: crate::verdicts::Intervals,
         t: std::time::Instant,
     ) -> Result<Prepared> {
-        let interned = attributed.interned;
+        let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
         let mut tries = tries;
         tries
             .with_column(numbers_column("key_id", interned.try_keys))
@@ -336,6 +344,7 @@ impl Prepared {
             id_count: interned.id_count,
             run_count,
             intervals,
+            committed_keys,
         })
     }
 }

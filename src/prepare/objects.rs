@@ -150,6 +150,9 @@ pub struct Interned {
 pub struct Attributed {
     pub objects: DataFrame,
     pub interned: Interned,
+    /// Per key number: whether the whole journal has a committed or reconciled row under it
+    /// (keys only the tries have are past its end).
+    pub committed_keys: Vec<bool>,
 }
 
 fn is_done(phase: Option<&str>) -> bool {
@@ -309,7 +312,7 @@ pub fn attribute(
         crate::timing::phase("prepare:objects:journal", t);
         (homed.join().expect("finding homes does not panic"), said)
     });
-    let (homed, said) = (homed?, said?);
+    let (homed, mut said) = (homed?, said?);
     let Homed {
         key_count,
         try_key,
@@ -422,6 +425,7 @@ pub fn attribute(
         // Every id of the audited journal is one of the whole journal's.
         id_map.find(&text(journal, "external_id")?)
     };
+    let committed_keys = std::mem::take(&mut said.key_committed);
     // What only the attribution needed goes before the columns are built, so they can reuse
     // its memory.
     drop((said, home));
@@ -466,6 +470,7 @@ pub fn attribute(
             key_count,
             id_count,
         },
+        committed_keys,
     })
 }
 
@@ -484,8 +489,9 @@ struct JournalSays<'a> {
     named_key: Vec<Option<(&'a str, u32)>>,
     named: Vec<bool>,
     committed: Vec<bool>,
-    /// Per key: whether the journal has it.
+    /// Per key: whether the journal has it, and whether a committed or reconciled row has it.
     journaled: Vec<bool>,
+    key_committed: Vec<bool>,
     /// Per object id: the first committed row by (recorded_at, try_number), NULLs first.
     first_commit: Vec<u32>,
     /// Per key, its intents' rows.
@@ -522,6 +528,7 @@ impl<'a> JournalSays<'a> {
         let mut named = vec![false; id_count];
         let mut committed = vec![false; id_count];
         let mut journaled = vec![false; key_count];
+        let mut key_committed = vec![false; key_count];
         let mut first_commit: Vec<u32> = vec![NONE; id_count];
         for (row, ((key_text, phase), (&key, &id))) in keys
             .iter()
@@ -531,6 +538,7 @@ impl<'a> JournalSays<'a> {
         {
             if key != NONE {
                 journaled[key as usize] = true;
+                key_committed[key as usize] |= is_done(phase);
             }
             if id == NONE {
                 continue;
@@ -562,6 +570,7 @@ impl<'a> JournalSays<'a> {
             named,
             committed,
             journaled,
+            key_committed,
             first_commit,
             intents,
             recorded,
