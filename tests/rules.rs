@@ -274,3 +274,49 @@ fn check_then_create_retries_are_no_operation_not_unrecorded_successes() {
         audit.report.findings
     );
 }
+
+/// An orphan intent is safe to retry with the same key only when its interval has no live
+/// object, by key or by interval (fixtures/rules/L002/fires): otherwise the finding names what
+/// exists and the plan investigates instead of retrying blindly.
+#[test]
+fn an_orphan_intent_is_retried_only_when_its_interval_has_no_live_object() {
+    let options = AuditOptions {
+        rules: vec!["L002".into()],
+        plan: true,
+        ..Default::default()
+    };
+    let audit = audit_scenario_with("L002/fires", &options);
+    let findings = &audit.report.findings;
+    let by_key = |key: &str| {
+        findings
+            .iter()
+            .find(|f| f.op_key.as_deref() == Some(key))
+            .unwrap_or_else(|| panic!("no L002 for {key}: {findings:#?}"))
+    };
+    let empty = by_key("orders:2026-11-01");
+    assert!(empty.message.ends_with("safe to retry with the same key"));
+    assert!(empty.evidence.external_ids.is_empty());
+    let unkeyed = by_key("orders:2026-11-02");
+    assert_eq!(unkeyed.evidence.external_ids, ["exp_102"]);
+    assert!(
+        unkeyed.message.contains("exp_102") && !unkeyed.message.contains("safe to retry"),
+        "{}",
+        unkeyed.message
+    );
+    let other_key = by_key("orders:2026-11-03:try1");
+    assert_eq!(other_key.evidence.external_ids, ["exp_103"]);
+
+    let plan = audit.plan.expect("a plan was asked for");
+    let kind_for = |finding: &onceonly::rules::Finding| {
+        let actions: Vec<&str> = plan
+            .actions
+            .iter()
+            .filter(|action| action.answers.contains(&finding.id))
+            .map(|action| action.kind.name())
+            .collect();
+        actions
+    };
+    assert_eq!(kind_for(empty), ["retry-same-key"]);
+    assert_eq!(kind_for(unkeyed), ["investigate"]);
+    assert_eq!(kind_for(other_key), ["investigate"]);
+}

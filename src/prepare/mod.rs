@@ -9,12 +9,12 @@
 //! The audit interval (SPEC §2) is the data interval where it has length, else the logical
 //! date, else `run_after`; `basis` says which one was used.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use polars::prelude::*;
 
-use crate::cells::{IntArray, TextArray, one_array};
+use crate::cells::{IntArray, TextArray, one_array, one_chunk};
 use crate::config::{Config, Operation};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
@@ -108,6 +108,9 @@ pub struct Prepared {
     /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
     /// or reconciled row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
+    /// Provider objects a `--dag` audit left out because no DAG claims them (`objects`' columns;
+    /// no rows otherwise): not the audit's to report, but still what exists for an interval.
+    pub unclaimed: DataFrame,
 }
 
 impl Prepared {
@@ -345,7 +348,103 @@ impl Prepared {
             run_count,
             intervals,
             committed_keys,
+            unclaimed: DataFrame::empty(),
         })
+    }
+}
+
+/// A live provider object of an interval, as a finding names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IntervalObject {
+    pub created_at: Option<i64>,
+    pub external_id: String,
+    /// The key it is listed or journalled under; None: the provider echoes none and no journal
+    /// row names it (it was found by its interval fields).
+    pub key: Option<String>,
+}
+
+/// A pipeline interval (a number of `Prepared::intervals`) with its start and end.
+pub type WantedInterval = (u32, Option<i64>, Option<i64>);
+
+impl Prepared {
+    /// The live objects of each `wanted` interval: those attributed to it, and those the
+    /// provider lists under no key whose own `interval_start`/`interval_end` are the
+    /// interval's (which DAG's they are nothing says, so they may be any of its pipelines').
+    /// Objects a scoped audit left out because no DAG claims them (`unclaimed`) count too.
+    /// Each interval's objects are in creation order.
+    pub fn live_objects_of(
+        &self,
+        wanted: &[WantedInterval],
+    ) -> Result<BTreeMap<u32, Vec<IntervalObject>>> {
+        let mut found: BTreeMap<u32, Vec<IntervalObject>> = BTreeMap::new();
+        if wanted.is_empty() {
+            return Ok(found);
+        }
+        let numbers: BTreeSet<u32> = wanted.iter().map(|(number, ..)| *number).collect();
+        let mut by_times: BTreeMap<(Option<i64>, Option<i64>), Vec<u32>> = BTreeMap::new();
+        for &(number, start, end) in wanted {
+            by_times.entry((start, end)).or_default().push(number);
+        }
+        for (frame, attributed) in [(&self.objects, true), (&self.unclaimed, false)] {
+            if frame.height() == 0 {
+                continue;
+            }
+            let text = |name: &str| -> Result<StringChunked> {
+                Ok(one_chunk(crate::cells::text_column(frame, name)?))
+            };
+            let int = |name: &str| -> Result<Int64Chunked> {
+                Ok(one_chunk(crate::cells::int_column(frame, name)?))
+            };
+            let (ids, keys, live) = (
+                text("external_id")?,
+                text("key")?,
+                one_chunk(crate::cells::flag_column(frame, "live")?),
+            );
+            let (created, starts, ends) = (
+                int("created_at")?,
+                int("provider_interval_start")?,
+                int("provider_interval_end")?,
+            );
+            let homes = if attributed {
+                self.intervals.of_rows(frame)?
+            } else {
+                vec![None; frame.height()]
+            };
+            for (row, home) in homes.into_iter().enumerate() {
+                if live.get(row) != Some(true) {
+                    continue;
+                }
+                let mut of: Vec<u32> = home.filter(|n| numbers.contains(n)).into_iter().collect();
+                if keys.get(row).is_none()
+                    && let Some(start) = starts.get(row)
+                {
+                    // A provider that gives no end is taken at its start alone.
+                    let end = ends.get(row);
+                    for (&(from, to), numbers) in by_times.range((Some(start), None)..) {
+                        if from != Some(start) {
+                            break;
+                        }
+                        if end.is_none() || to == end {
+                            of.extend(numbers);
+                        }
+                    }
+                }
+                of.sort_unstable();
+                of.dedup();
+                for number in of {
+                    found.entry(number).or_default().push(IntervalObject {
+                        created_at: created.get(row),
+                        external_id: ids.get(row).unwrap_or_default().to_string(),
+                        key: keys.get(row).map(str::to_string),
+                    });
+                }
+            }
+        }
+        for objects in found.values_mut() {
+            objects.sort();
+            objects.dedup();
+        }
+        Ok(found)
     }
 }
 
