@@ -49,6 +49,10 @@ pub struct Coverage {
     pub rules_skipped: Vec<SkippedRule>,
     /// What the sources warned about (an unknown but compatible schema revision, ...).
     pub warnings: Vec<String>,
+    /// A `--dag` audit only: the provider's objects in the covered window it left out because
+    /// they belong to other DAGs, or to none (an unscoped audit reports those).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objects_left_out: Option<crate::prepare::LeftOut>,
 }
 
 #[derive(Debug, Clone, Serialize)]

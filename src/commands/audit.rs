@@ -115,15 +115,20 @@ fn audit_with(
         &provider,
         window,
     )?;
-    if let Some(dag) = &options.dag {
-        // Objects attributed to another DAG are not this audit's; unattributed ones may be.
-        let keep = prepared
-            .objects()
-            .filter(col("dag_id").is_null().or(dag_matches(dag)))
-            .collect()
-            .engine("filtering objects by dag")?;
-        prepared.objects = keep;
-    }
+    // A scoped audit reports nothing that belongs elsewhere (SPEC §7): objects of audited
+    // rows stay, others only if a key template claims them for an audited DAG.
+    let objects_left_out = match &options.dag {
+        Some(dag) => {
+            let dropped = provider.height() - prepared.objects.height();
+            Some(crate::prepare::scope_objects(
+                config,
+                &mut prepared,
+                dag,
+                dropped,
+            )?)
+        }
+        None => None,
+    };
     // What preparing freed goes back before the rules and the verdicts allocate on threads of
     // their own.
     crate::memory::release_free();
@@ -194,6 +199,7 @@ fn audit_with(
         tries: prepared.tries.height(),
         rules_skipped,
         warnings: tables.warnings.clone(),
+        objects_left_out,
     };
     let summary = Summary::new(&findings, verdict_counts);
     let started = std::time::Instant::now();

@@ -20,9 +20,11 @@ use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
 use crate::timing::Run;
 
+mod claims;
 mod objects;
 mod table;
 
+pub use claims::{Claim, Claimants, LeftOut, scope_objects};
 pub use objects::{Grouped, NONE, Numbers};
 pub use table::NumberTable;
 

@@ -110,6 +110,14 @@ fn coverage_lines(report: &Report) -> Vec<String> {
         ),
     };
     lines.push(format!("provider coverage: {provider}"));
+    if let Some(left_out) = &coverage.objects_left_out {
+        lines.push(format!(
+            "left out: {} provider objects ({} claimed by other DAGs or runs outside the audit, {} by no DAG: an audit without --dag reports those)",
+            left_out.total(),
+            left_out.claimed_elsewhere,
+            left_out.unclaimed
+        ));
+    }
     let basis: Vec<String> = coverage
         .interval_basis
         .iter()
