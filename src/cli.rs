@@ -116,6 +116,13 @@ pub struct AuditArgs {
     /// ... and before this time.
     #[arg(long)]
     pub until: Option<String>,
+    /// Audit runs whose data interval starts at or after this time (RFC 3339 or a date);
+    /// combines with --since/--until.
+    #[arg(long)]
+    pub interval_from: Option<String>,
+    /// ... and before this time.
+    #[arg(long)]
+    pub interval_to: Option<String>,
     /// Margin around the audited tries when reading the provider (e.g. 1h, 30m; default: the
     /// listing's `slack`, else 1h).
     #[arg(long)]

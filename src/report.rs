@@ -35,6 +35,12 @@ pub struct Coverage {
     /// Activity window of the audited tries (`--since`/`--until`), RFC 3339; None is open.
     pub since: Option<String>,
     pub until: Option<String>,
+    /// Range of data intervals (`--interval-from`/`--interval-to`): runs whose interval starts
+    /// in it, RFC 3339, the end excluded; absent when not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_to: Option<String>,
     pub dag: Option<String>,
     pub sources: Vec<SourceCoverage>,
     /// Created-at window in which the provider's objects were read; None is open.

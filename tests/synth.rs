@@ -25,6 +25,27 @@ fn options(seed: u64) -> SynthOptions {
     }
 }
 
+/// The scenario in `dir` served by the loopback mock provider (cursor pages of 1,000, each
+/// request logged to `log`), and a config that reads the Airflow and journal databases and lists
+/// the provider from it.
+fn listed(
+    dir: &std::path::Path,
+    log: Option<std::path::PathBuf>,
+) -> (mock_provider::MockProvider, Config) {
+    let objects = mock_provider::load_state(&dir.join("provider_state.json")).unwrap();
+    let mut mock = MockOptions::new(objects, MockPagination::Cursor);
+    mock.page_size = 1000;
+    mock.request_log = log;
+    let mock = mock_provider::start(mock, 0).unwrap();
+    let listing = dir.join("listing.toml");
+    std::fs::write(
+        &listing,
+        synth::config(3, Layout::OperationPerDag, Some(&mock.url())),
+    )
+    .unwrap();
+    (mock, Config::load(&listing).unwrap())
+}
+
 fn found(findings: &[Finding]) -> Vec<Expected> {
     let mut found: Vec<Expected> = findings
         .iter()
@@ -96,17 +117,7 @@ fn findings_equal_the_injected_truth_from_every_source() {
         );
 
         // Airflow's SQLite database and the journal database, the provider listed over HTTP.
-        let objects = mock_provider::load_state(&dir.path().join("provider_state.json")).unwrap();
-        let mut mock = MockOptions::new(objects, MockPagination::Cursor);
-        mock.page_size = 1000;
-        let mock = mock_provider::start(mock, 0).unwrap();
-        let listing = dir.path().join("listing.toml");
-        std::fs::write(
-            &listing,
-            synth::config(3, Layout::OperationPerDag, Some(&mock.url())),
-        )
-        .unwrap();
-        let config = Config::load(&listing).unwrap();
+        let (mock, config) = listed(dir.path(), None);
         let report = audit::run(&config, &AuditOptions::default())
             .unwrap()
             .report;
@@ -345,4 +356,62 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
     let bad = onceonly(&["synth", "--out", out, "--rates", "X001=0.1"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("X001"), "{}", stderr(&bad));
+}
+
+/// A listed provider is asked only for the window the audited tries need (SPEC §3): with
+/// `--interval-from/--interval-to` over a day of a scenario spanning weeks, every listing
+/// request is bounded by that day's tries plus the slack, and the audit still finds exactly
+/// the faults injected in those intervals.
+#[test]
+fn the_listing_covers_only_the_window_the_audited_tries_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = synth::run(&options(21), dir.path()).unwrap();
+    let log = dir.path().join("requests.log");
+    let (mock, config) = listed(dir.path(), Some(log.clone()));
+    let day = |text: &str| onceonly::timestamp::parse(text).unwrap();
+    let options = AuditOptions {
+        interval_from: Some(day("2024-01-10")),
+        interval_to: Some(day("2024-01-11")),
+        ..AuditOptions::default()
+    };
+    let report = audit::run(&config, &options).unwrap().report;
+    mock.stop();
+
+    let in_range: Vec<Expected> = written
+        .truth
+        .findings
+        .iter()
+        .filter(|f| f.interval.starts_with("2024-01-10"))
+        .cloned()
+        .collect();
+    assert!(!in_range.is_empty());
+    assert_same("one day of intervals", 21, &report.findings, &in_range);
+    // Tries of 2024-01-10's hourly intervals start an hour after each, and a K002 re-run a day
+    // later: the window is those tries' span plus the hour of slack, not the whole provider.
+    let seconds = |bound: &Option<String>| day(bound.as_deref().unwrap()) / 1_000_000;
+    let (from, to) = (
+        seconds(&report.coverage.provider_from),
+        seconds(&report.coverage.provider_to),
+    );
+    assert!(
+        from >= day("2024-01-10") / 1_000_000 && to <= day("2024-01-13") / 1_000_000,
+        "{from}..{to}"
+    );
+    // Objects created in that window for neighbouring intervals, which no journal row knows,
+    // are another interval's audit's, by their own interval fields.
+    let left_out = report.coverage.objects_left_out.expect("a range states it");
+    assert!(left_out.other_intervals > 0, "{left_out:?}");
+    let requests = std::fs::read_to_string(&log).unwrap();
+    assert!(!requests.is_empty());
+    for request in requests.lines() {
+        let param = |name: &str| -> i64 {
+            let (_, rest) = request
+                .split_once(&format!("{name}="))
+                .unwrap_or_else(|| panic!("{request} has no {name}"));
+            rest.split('&').next().unwrap().parse().unwrap()
+        };
+        // Each request may reach a second past the window (providers round their bounds).
+        assert!(param("created_after") >= from - 2, "{request}");
+        assert!(param("created_before") <= to + 2, "{request}");
+    }
 }

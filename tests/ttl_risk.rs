@@ -238,3 +238,63 @@ fn bad_backfill_requests_exit_two() {
     assert_eq!(bad_ttl.status.code(), Some(2));
     assert!(stderr(&bad_ttl).contains("stripe, paypal, adyen, aws-step-functions"));
 }
+
+/// Intervals of the range that no run covers are counted and named, not left out silently:
+/// the schedule's step comes from the spacing of the DAG's runs (daily, in the real run).
+#[test]
+fn intervals_without_a_run_are_counted() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let (_, report) = risk(
+        &scenario,
+        &[
+            "--dag",
+            "onceonly_c_exhausted",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-30",
+            "--at",
+            "2026-11-29T10:02:00Z",
+        ],
+    );
+    // Eleven days; runs exist for 11-26, 11-27 and 11-28.
+    assert_eq!(report["intervals"].as_array().unwrap().len(), 3);
+    let without = &report["without_run"];
+    assert_eq!(without["count"], 8, "{without:#}");
+    let starts: Vec<&str> = without["starts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(starts.first(), Some(&"2026-11-20T00:00:00Z"));
+    assert_eq!(starts.last(), Some(&"2026-11-30T00:00:00Z"));
+    assert!(!starts.contains(&"2026-11-27T00:00:00Z"));
+    assert!(
+        without["schedule"]
+            .as_str()
+            .unwrap()
+            .starts_with("every 1d")
+    );
+
+    // One run cannot show a schedule: said so, not guessed.
+    let (_, report) = risk(
+        &scenario,
+        &[
+            "--dag",
+            "onceonly_e_manual",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-30",
+        ],
+    );
+    assert_eq!(report["without_run"]["count"], serde_json::Value::Null);
+    assert!(
+        report["without_run"]["schedule"]
+            .as_str()
+            .unwrap()
+            .starts_with("not known"),
+        "{report:#}"
+    );
+}

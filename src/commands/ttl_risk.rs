@@ -50,6 +50,22 @@ pub struct TtlRisk {
     pub ttl_source: Option<String>,
     pub intervals: Vec<IntervalRisk>,
     pub summary: BTreeMap<&'static str, usize>,
+    /// Intervals of the range no run covers at all: none of the above, and a backfill would
+    /// run them for the first time.
+    pub without_run: WithoutRun,
+}
+
+/// The intervals of the range the DAG's schedule has but no run covers, inferred from the
+/// spacing of the DAG's runs (Airflow's timetable is not read).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WithoutRun {
+    /// How many; None when the schedule cannot be inferred (fewer than two runs, or none with a
+    /// regular spacing).
+    pub count: Option<usize>,
+    /// Where each starts, RFC 3339.
+    pub starts: Vec<String>,
+    /// How the schedule was inferred, or why it could not be.
+    pub schedule: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -304,7 +320,9 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     for class in ["safe", "deduplicated", "at-risk", "unknown"] {
         summary.insert(class, risks.iter().filter(|r| r.class == class).count());
     }
+    let without_run = without_run(prepared, options)?;
     Ok(TtlRisk {
+        without_run,
         dag_id: options.dag.clone(),
         from: timestamp::format(options.from),
         to: timestamp::format(options.to),
@@ -316,6 +334,95 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         intervals: risks,
         summary,
     })
+}
+
+/// The intervals of the range no run of the DAG covers. The schedule's step is the typical
+/// length of the DAG's intervals (or, for point intervals such as Airflow 3's `@daily`, the
+/// typical spacing of their starts), taken over all of the DAG's runs; each gap between known
+/// intervals is split into as many steps as fit, so calendar months space evenly enough.
+fn without_run(
+    prepared: &crate::prepare::Prepared,
+    options: &TtlRiskOptions,
+) -> Result<WithoutRun> {
+    let spans = prepared
+        .tries()
+        .filter(col("dag_id").eq(lit(options.dag.clone())))
+        .select([col("iv_start"), col("iv_end")])
+        .unique(None, UniqueKeepStrategy::Any)
+        .sort(["iv_start"], Default::default())
+        .collect()
+        .engine("ttl-risk: the DAG's intervals")?;
+    let starts: Vec<i64> = ints(&spans, "iv_start")?.into_iter().flatten().collect();
+    let ends = ints(&spans, "iv_end")?;
+    let mut starts_seen: Vec<i64> = starts.clone();
+    starts_seen.dedup();
+    let lengths: Vec<i64> = starts
+        .iter()
+        .zip(ends.iter())
+        .filter_map(|(start, end)| end.map(|end| end - start))
+        .filter(|length| *length > 0)
+        .collect();
+    let spacings: Vec<i64> = starts_seen
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .collect();
+    let (step, from_what) = if lengths.len() * 2 > starts_seen.len() {
+        (median(lengths), "length of its data intervals")
+    } else {
+        (median(spacings), "spacing of its runs' logical dates")
+    };
+    let Some(step) = step.filter(|_| starts_seen.len() >= 2) else {
+        return Ok(WithoutRun {
+            count: None,
+            starts: Vec::new(),
+            schedule: format!(
+                "not known: the DAG's runs give {} interval(s), too few to infer its schedule",
+                starts_seen.len()
+            ),
+        });
+    };
+    let in_range = |at: i64| at >= options.from && at <= options.to;
+    let mut missing = Vec::new();
+    let (first, last) = (starts_seen[0], starts_seen[starts_seen.len() - 1]);
+    let mut at = first - step;
+    while at >= options.from {
+        if in_range(at) {
+            missing.push(at);
+        }
+        at -= step;
+    }
+    for pair in starts_seen.windows(2) {
+        let gap = pair[1] - pair[0];
+        // Steps that fit the gap, rounded: months of 28 to 31 days count as one.
+        let steps = ((gap + step / 2) / step).max(1);
+        for k in 1..steps {
+            let at = pair[0] + gap * k / steps;
+            if in_range(at) {
+                missing.push(at);
+            }
+        }
+    }
+    let mut at = last + step;
+    while at <= options.to {
+        missing.push(at);
+        at += step;
+    }
+    missing.sort_unstable();
+    Ok(WithoutRun {
+        count: Some(missing.len()),
+        starts: missing.into_iter().map(timestamp::format).collect(),
+        schedule: format!(
+            "every {}, the typical {from_what} ({} intervals read)",
+            timestamp::format_duration(step),
+            starts_seen.len()
+        ),
+    })
+}
+
+/// The middle value (the lower of the two middle ones), None for none.
+fn median(mut values: Vec<i64>) -> Option<i64> {
+    values.sort_unstable();
+    values.get(values.len().saturating_sub(1) / 2).copied()
 }
 
 /// The range and reprocess behaviour of a planned backfill, from the metadata database.

@@ -22,12 +22,28 @@ pub struct LeftOut {
     pub claimed_elsewhere: usize,
     /// Objects no DAG claims: an audit without `--dag` reports them.
     pub unclaimed: usize,
+    /// Objects whose own interval fields put them outside `--interval-from/--interval-to`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub other_intervals: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 impl LeftOut {
     pub fn total(&self) -> usize {
-        self.claimed_elsewhere + self.unclaimed
+        self.claimed_elsewhere + self.unclaimed + self.other_intervals
     }
+}
+
+/// What an audit is limited to, for the objects no audited row is home to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope<'a> {
+    /// `--dag`: a dag_id or a glob.
+    pub dag: Option<&'a str>,
+    /// `--interval-from/--interval-to`: interval starts from (included) and to (excluded).
+    pub intervals: Option<(Option<i64>, Option<i64>)>,
 }
 
 /// Who a key template says made a key.
@@ -172,20 +188,22 @@ impl<'a> Feasible<'a> {
     }
 }
 
-/// Scopes the objects of an audit of the DAGs `dag` matches: objects with no home in the
-/// audited rows stay only if a key template claims them for an audited DAG (or, for a glob
-/// operation whose template names no DAG, an audited operation). The others leave `objects`:
-/// those no DAG claims go to `unclaimed`. `dropped` counts the objects `prepare` already left
-/// out because journal rows outside the audit claim them.
+/// Scopes the objects of an audit. An object with no home in the audited rows is left out
+/// when its own `interval_start` is outside the interval range; and, in a `--dag` audit,
+/// unless a key template claims it for an audited DAG (or, for a glob operation whose template
+/// names no DAG, an audited operation). Those no DAG claims go to `unclaimed`. `dropped`
+/// counts the objects `prepare` already left out because journal rows outside the audit claim
+/// them.
 pub fn scope_objects(
     config: &Config,
     prepared: &mut Prepared,
-    dag: &str,
+    scope: Scope<'_>,
     dropped: usize,
 ) -> Result<LeftOut> {
     let objects = &prepared.objects;
     let homes = crate::cells::text_column(objects, "dag_id")?;
     let keys = crate::cells::text_column(objects, "key")?;
+    let starts = crate::cells::int_column(objects, "provider_interval_start")?;
     let operations = crate::cells::text_column(&prepared.tries, "operation")?;
     let audited: std::collections::BTreeSet<&str> = operations.iter().flatten().collect();
     let claimants = Claimants::new(config);
@@ -193,26 +211,38 @@ pub fn scope_objects(
     let mut unclaimed = Vec::with_capacity(objects.height());
     let mut left_out = LeftOut {
         claimed_elsewhere: dropped,
-        unclaimed: 0,
+        ..LeftOut::default()
     };
-    for (home, key) in homes.iter().zip(keys.iter()) {
-        if home.is_some() {
-            keep.push(true);
-            unclaimed.push(false);
-            continue;
-        }
-        let claims = key.map(|key| claimants.of(key)).unwrap_or_default();
-        let ours = claims.iter().any(|claim| match claim {
-            Claim::Dag(claimed) => glob_match(dag, claimed),
-            Claim::Operation(name) => audited.contains(name.as_str()),
-        });
-        keep.push(ours);
-        unclaimed.push(claims.is_empty());
-        if claims.is_empty() {
-            left_out.unclaimed += 1;
-        } else if !ours {
-            left_out.claimed_elsewhere += 1;
-        }
+    for ((home, key), start) in homes.iter().zip(keys.iter()).zip(starts.iter()) {
+        let outside = match (scope.intervals, start) {
+            (Some((from, to)), Some(start)) => {
+                from.is_some_and(|from| start < from) || to.is_some_and(|to| start >= to)
+            }
+            _ => false,
+        };
+        let (kept, no_claim) = match (home, scope.dag) {
+            (Some(_), _) => (true, false),
+            _ if outside => {
+                left_out.other_intervals += 1;
+                (false, false)
+            }
+            (None, None) => (true, false),
+            (None, Some(dag)) => {
+                let claims = key.map(|key| claimants.of(key)).unwrap_or_default();
+                let ours = claims.iter().any(|claim| match claim {
+                    Claim::Dag(claimed) => glob_match(dag, claimed),
+                    Claim::Operation(name) => audited.contains(name.as_str()),
+                });
+                if claims.is_empty() {
+                    left_out.unclaimed += 1;
+                } else if !ours {
+                    left_out.claimed_elsewhere += 1;
+                }
+                (ours, claims.is_empty())
+            }
+        };
+        keep.push(kept);
+        unclaimed.push(no_claim);
     }
     if keep.contains(&false) {
         let take = |mask: &[bool]| {

@@ -24,7 +24,7 @@ mod claims;
 mod objects;
 mod table;
 
-pub use claims::{Claim, Claimants, LeftOut, scope_objects};
+pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
 pub use objects::{Grouped, NONE, Numbers};
 pub use table::NumberTable;
 
@@ -863,6 +863,17 @@ fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame>
     Ok(attempts)
 }
 
+/// The start of each attempt's audit interval (`iv_start` of `audit_interval`) as an expression
+/// over the canonical attempts, for filtering runs before they are prepared: the data interval
+/// where it has length, else the logical date, else `run_after`.
+pub fn interval_start() -> Expr {
+    when(col("interval_end").gt(col("interval_start")))
+        .then(col("interval_start"))
+        .when(col("logical_date").is_not_null())
+        .then(col("logical_date"))
+        .otherwise(col("run_after"))
+}
+
 /// `iv_start`, `iv_end` and `basis` (SPEC §2) for each try, in one pass over the four times.
 fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
     let int = |name: &str| crate::cells::int_column(tries, name);
@@ -1017,4 +1028,40 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
         keys.append_value(&key);
     }
     Ok(keys.finish().into_column())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--interval-from/--interval-to` filter runs with `interval_start()` before they are
+    /// prepared; it must pick the interval `audit_interval` gives each try.
+    #[test]
+    fn the_interval_filter_and_the_audit_interval_agree() {
+        let time = |name: &str, values: [Option<i64>; 4]| {
+            Column::new(name.into(), values)
+                .cast(&crate::model::utc())
+                .unwrap()
+        };
+        // Data interval with length; zero-length (Airflow 3 @daily); no data interval; nothing
+        // but run_after (a manual Airflow 3 trigger).
+        let tries = DataFrame::new_infer_height(vec![
+            time("interval_start", [Some(10), Some(20), None, None]),
+            time("interval_end", [Some(15), Some(20), None, None]),
+            time("logical_date", [Some(11), Some(21), Some(31), None]),
+            time("run_after", [Some(12), Some(22), Some(32), Some(42)]),
+        ])
+        .unwrap();
+        let [iv_start, ..] = audit_interval(&tries).unwrap();
+        let filtered = tries
+            .clone()
+            .lazy()
+            .select([interval_start().alias("iv_start")])
+            .collect()
+            .unwrap();
+        let ints = |frame: &DataFrame| crate::cells::ints(frame, "iv_start").unwrap();
+        let prepared = DataFrame::new_infer_height(vec![iv_start]).unwrap();
+        assert_eq!(ints(&filtered), ints(&prepared));
+        assert_eq!(ints(&prepared), [Some(10), Some(21), Some(31), Some(42)]);
+    }
 }

@@ -47,12 +47,16 @@ impl Tables {
 
 /// Reads every table the config names. Any failure stops the run: no finding is ever
 /// computed over a table that was only partly read.
-/// A provider listing is asked only for the objects created from the earliest try start minus
-/// `slack` to the latest try end plus `slack` (SPEC §3).
+/// A provider listing is asked only for the objects created in the window `listing_window`
+/// gives for the attempts read: the audited tries' span plus the slack (SPEC §3).
 ///
 /// The journal is read on its own thread while the attempts are read and the provider listed.
 /// Errors are reported in that order whichever comes first.
-pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<Tables> {
+pub fn load(
+    config: &Config,
+    filter: &airflow_db::Filter,
+    listing_window: &ListingWindow<'_>,
+) -> Result<Tables> {
     std::thread::scope(|scope| {
         let journal = scope.spawn(|| {
             let started = std::time::Instant::now();
@@ -65,7 +69,7 @@ pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<
         crate::timing::phase("read:attempts", started);
         let started = std::time::Instant::now();
         let provider = match &attempts {
-            Ok((attempts, _)) => Some(read_provider(config, filter, slack, attempts)),
+            Ok((attempts, _)) => Some(read_provider(config, listing_window, attempts)),
             Err(_) => None,
         };
         crate::timing::phase("read:provider", started);
@@ -122,11 +126,14 @@ fn read_journal(config: &Config) -> Result<DataFrame> {
     }
 }
 
+/// The created-at window a listing must cover, given the attempts read.
+pub type ListingWindow<'a> =
+    dyn Fn(&DataFrame) -> Result<crate::prepare::ProviderWindow> + Sync + 'a;
+
 /// The provider's objects, the window a listing covered, and the listing's warnings.
 fn read_provider(
     config: &Config,
-    filter: &airflow_db::Filter,
-    slack: i64,
+    listing_window: &ListingWindow<'_>,
     attempts: &DataFrame,
 ) -> Result<(
     DataFrame,
@@ -135,16 +142,10 @@ fn read_provider(
 )> {
     match &config.provider.source {
         Source::Listing(api) => {
-            let window = match crate::commands::audit::try_bounds(attempts)? {
-                (Some(from), Some(to)) => provider_http::Window {
-                    from: Some(from - slack),
-                    to: Some(to + slack),
-                },
-                // No try was read: list what the audit's window asks for.
-                _ => provider_http::Window {
-                    from: filter.since,
-                    to: filter.until,
-                },
+            let window = listing_window(attempts)?;
+            let window = provider_http::Window {
+                from: window.from,
+                to: window.to,
             };
             let listed = runtime()?.block_on(provider_http::list(api, window))?;
             let covered = crate::prepare::ProviderWindow {
