@@ -310,12 +310,7 @@ fn a_closed_pipe_is_not_an_error() {
 /// reports_us reports its own `rep_301` and leaves out `adhoc_1`.
 #[test]
 fn a_dag_audit_reports_nothing_that_belongs_elsewhere() {
-    let scenario = Scenario::copy_of("rules/glob-operation");
-    std::fs::copy(
-        crate::scenario::fixtures().join("rules/onceonly.toml"),
-        scenario.config(),
-    )
-    .unwrap();
+    let scenario = Scenario::of_rules("glob-operation");
     let provider = scenario.read("provider.csv");
     scenario.write(
         "provider.csv",

@@ -320,3 +320,42 @@ fn an_orphan_intent_is_retried_only_when_its_interval_has_no_live_object() {
     assert_eq!(kind_for(unkeyed), ["investigate"]);
     assert_eq!(kind_for(other_key), ["investigate"]);
 }
+
+/// `[provider] replay = "reject"`: a provider that answers a changed body under a known key with
+/// 422 never applied it. K002 says which payload never reached it and which one the export
+/// keeps (fixtures/rules/K002/fires); with the default (`frozen`) it says what it always did.
+#[test]
+fn a_provider_that_rejects_changed_bodies_is_described_in_k002() {
+    let config_path = rules_fixtures().join("onceonly.toml");
+    let text = std::fs::read_to_string(&config_path).unwrap();
+    let dir = rules_fixtures().join("K002/fires");
+    let with_replay = text.replacen(
+        "key_ttl = \"24h\"",
+        "key_ttl = \"24h\"\nreplay = \"reject\"",
+        1,
+    );
+    assert_ne!(with_replay, text);
+    let config = Config::parse(&with_replay, &dir.join("onceonly.toml")).unwrap();
+    let options = AuditOptions {
+        rules: vec!["K002".into()],
+        ..Default::default()
+    };
+    let findings = audit::run(&config, &options).unwrap().report.findings;
+    let frozen = audit_scenario("K002/fires", &["K002"]).report.findings;
+    assert_eq!(findings.len(), frozen.len());
+    for (rejecting, replaying) in findings.iter().zip(&frozen) {
+        assert_eq!(rejecting.id, replaying.id, "the same finding");
+        assert!(
+            rejecting.message.starts_with(&replaying.message)
+                && rejecting.message.contains("(replay = reject)")
+                && rejecting.message.contains("never reached it"),
+            "{}",
+            rejecting.message
+        );
+        assert!(
+            !replaying.message.contains("replay"),
+            "{}",
+            replaying.message
+        );
+    }
+}

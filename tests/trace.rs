@@ -271,12 +271,7 @@ fn the_html_timeline_is_self_contained_escaped_and_renders() {
 /// DAG's interval shows that DAG's tries and objects, and no finding pooled from the other's.
 #[test]
 fn a_glob_operations_dags_are_traced_apart() {
-    let scenario = Scenario::copy_of("rules/glob-operation");
-    std::fs::copy(
-        crate::scenario::fixtures().join("rules/onceonly.toml"),
-        scenario.config(),
-    )
-    .unwrap();
+    let scenario = Scenario::of_rules("glob-operation");
     let output = trace(
         &scenario,
         &[

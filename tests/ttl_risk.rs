@@ -298,3 +298,57 @@ fn intervals_without_a_run_are_counted() {
         "{report:#}"
     );
 }
+
+/// A re-run under a key the provider still remembers gets the remembered object back even when
+/// it was voided since (fixtures/rules/M001/fires: `exp_101` of 2026-11-01 is cancelled): no new
+/// export, so the interval is `deduplicated`, not `safe`; what the re-run gets back is what
+/// `[provider] replay` says. Once the key expired, a re-run creates a live object: `safe`.
+#[test]
+fn a_voided_object_under_a_remembered_key_is_replayed_not_safe() {
+    let scenario = Scenario::of_rules("M001/fires");
+    let day = [
+        "--dag",
+        "orders",
+        "--from",
+        "2026-11-01",
+        "--to",
+        "2026-11-01",
+    ];
+    let first_interval = |at: &str| {
+        let mut args = day.to_vec();
+        args.extend(["--at", at]);
+        let (_, report) = risk(&scenario, &args);
+        report["intervals"][0].clone()
+    };
+    // exp_101 was created at 2026-11-02T00:05:10Z; the provider keeps keys 24 h.
+    let remembered = first_interval("2026-11-02T12:00:00Z");
+    assert_eq!(remembered["class"], "deduplicated", "{remembered:#}");
+    let reason = remembered["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("exp_101's first response") && reason.contains("replay = frozen"),
+        "{reason}"
+    );
+    assert!(
+        remembered["repair"]
+            .as_str()
+            .unwrap()
+            .contains("new key version")
+    );
+    let forgotten = first_interval("2026-11-04T00:00:00Z");
+    assert_eq!(forgotten["class"], "safe", "{forgotten:#}");
+
+    scenario.edit(
+        "onceonly.toml",
+        "key_ttl = \"24h\"",
+        "key_ttl = \"24h\"\nreplay = \"latest\"",
+    );
+    let latest = first_interval("2026-11-02T12:00:00Z");
+    assert_eq!(latest["class"], "deduplicated");
+    assert!(
+        latest["reason"]
+            .as_str()
+            .unwrap()
+            .contains("latest status (replay = latest), cancelled"),
+        "{latest:#}"
+    );
+}

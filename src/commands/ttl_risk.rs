@@ -4,7 +4,9 @@
 //! Per interval of the DAG in the range:
 //! * `safe`: nothing live exists for it; a re-run creates its first object;
 //! * `deduplicated`: an object exists and the provider still remembers the key a re-run would
-//!   send, so the re-run gets the same object back (until the key expires);
+//!   send, so the re-run gets the same object back (until the key expires); also when that
+//!   object was voided since: the re-run gets the void object back (as `[provider] replay`
+//!   says) and exports nothing;
 //! * `at-risk`: an object exists and the key has expired, or a re-run would send a key the
 //!   provider never saw (an unstable key): a re-run creates a duplicate;
 //! * `unknown`: what decides it is not known (no key TTL, no key).
@@ -14,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use polars::prelude::*;
 use serde::Serialize;
 
-use crate::cells::{ints, texts};
+use crate::cells::{bools, ints, texts};
 use crate::commands::audit::{self, AuditOptions};
-use crate::config::Config;
+use crate::config::{Config, Replay};
 use crate::error::{EngineContext, Error, Result};
 use crate::retention::KeyTtl;
 use crate::timestamp;
@@ -138,9 +140,16 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         ])
         .collect()
         .engine("ttl-risk: keys")?;
+    // Every object of the intervals, live or void: a re-run under a key the provider still
+    // remembers gets a voided object back too.
     let objects = prepared
-        .live_in_intervals()
-        .filter(in_range)
+        .objects()
+        .filter(
+            col("operation")
+                .is_not_null()
+                .and(col("iv_start").is_not_null())
+                .and(in_range),
+        )
         .sort(["created_at", "external_id"], Default::default())
         .collect()
         .engine("ttl-risk: objects")?;
@@ -166,7 +175,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             (j_last[row].clone(), key_counts[row]),
         );
     }
-    // Live objects per interval: (id, key, created).
+    // Live and void objects per interval: (id, key, created, status).
     let (o_pipelines, o_maps, o_starts, o_ids, o_keys, o_created) = (
         ints(&objects, "pipeline")?,
         ints(&objects, "map_index")?,
@@ -175,15 +184,24 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         texts(&objects, "key")?,
         ints(&objects, "created_at")?,
     );
-    let mut objects_by_interval: BTreeMap<_, Vec<(String, Option<String>, i64)>> = BTreeMap::new();
+    let (o_live, o_status) = (bools(&objects, "live")?, texts(&objects, "status")?);
+    type Seen = (String, Option<String>, i64, String);
+    let mut objects_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
+    let mut void_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
     for row in 0..objects.height() {
-        objects_by_interval
+        let by_interval = if o_live[row] == Some(true) {
+            &mut objects_by_interval
+        } else {
+            &mut void_by_interval
+        };
+        by_interval
             .entry(id(o_pipelines[row], o_maps[row], o_starts[row]))
             .or_default()
             .push((
                 o_ids[row].clone().unwrap_or_default(),
                 o_keys[row].clone(),
                 o_created[row].unwrap_or(0),
+                o_status[row].clone().unwrap_or_default(),
             ));
     }
 
@@ -245,7 +263,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             interval: labels[row].clone().unwrap_or_default(),
             rerun,
             key: key.clone(),
-            objects: live.iter().map(|(id, _, _)| id.clone()).collect(),
+            objects: live.iter().map(|(id, ..)| id.clone()).collect(),
             key_first_seen: None,
             key_expires: None,
             class: "unknown",
@@ -254,9 +272,16 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         };
         let first_under_key = live
             .iter()
-            .filter(|(_, k, _)| k.is_some() && *k == key)
-            .map(|(_, _, created)| *created)
+            .filter(|(_, k, ..)| k.is_some() && *k == key)
+            .map(|(_, _, created, _)| *created)
             .min();
+        // The first object ever created under the key, if every one is void.
+        let voided_under_key = void_by_interval
+            .get(&key_id)
+            .into_iter()
+            .flatten()
+            .filter(|(_, k, ..)| k.is_some() && *k == key)
+            .min_by_key(|(id, _, created, _)| (*created, id.clone()));
         if !rerun {
             risk.class = "safe";
             risk.reason = format!(
@@ -264,6 +289,53 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
                 options.reprocess_behavior.as_deref().unwrap_or("")
             );
             risk.repair = "nothing to do".into();
+        } else if let (true, Some((voided, _, created, status))) =
+            (live.is_empty(), voided_under_key)
+        {
+            // The provider may still remember the key of a voided object: a re-run then gets
+            // it back (as `replay` says) and exports nothing.
+            match ttl_of(&operation) {
+                Some((ttl, source)) if options.at < created + ttl => {
+                    sources.insert(source);
+                    let expires = created + ttl;
+                    risk.key_first_seen = Some(timestamp::format(*created));
+                    risk.key_expires = Some(timestamp::format(expires));
+                    risk.class = "deduplicated";
+                    risk.reason = format!(
+                        "the provider still remembers the key (until {}): a re-run {}; nothing new is exported",
+                        timestamp::format(expires),
+                        replayed(config.provider.replay, voided, status)
+                    );
+                    risk.repair = format!(
+                        "a re-run before {} {}; to export the interval again, use a new key version with a new approval",
+                        timestamp::format(expires),
+                        match config.provider.replay {
+                            Replay::Frozen | Replay::Reject => "commits a void object (M001 next)",
+                            Replay::Latest | Replay::Current =>
+                                "sees a void object and exports nothing",
+                        }
+                    );
+                }
+                Some((ttl, source)) => {
+                    sources.insert(source);
+                    risk.class = "safe";
+                    risk.key_first_seen = Some(timestamp::format(*created));
+                    risk.key_expires = Some(timestamp::format(created + ttl));
+                    risk.reason = format!(
+                        "{voided} under the key is {status}, and the provider forgot the key at {}",
+                        timestamp::format(created + ttl)
+                    );
+                    risk.repair =
+                        "re-run freely: the re-run creates the interval's first live object".into();
+                }
+                None => {
+                    risk.reason = format!(
+                        "{voided} under the key is {status}; whether the provider still remembers the key (and replays it) is not known: set [provider] key_ttl or --ttl"
+                    );
+                    risk.repair =
+                        "find the provider's key retention, then run ttl-risk again".into();
+                }
+            }
         } else if live.is_empty() {
             risk.class = "safe";
             risk.reason = "no live object exists for this interval".into();
@@ -423,6 +495,22 @@ fn without_run(
 fn median(mut values: Vec<i64>) -> Option<i64> {
     values.sort_unstable();
     values.get(values.len().saturating_sub(1) / 2).copied()
+}
+
+/// What a re-run under a remembered key gets back for a voided object, as `replay` says.
+fn replayed(replay: Replay, id: &str, status: &str) -> String {
+    match replay {
+        Replay::Frozen => format!(
+            "gets {id}'s first response back (replay = frozen), which says it was created, though it is {status} now"
+        ),
+        Replay::Reject => format!(
+            "sending the same body gets {id}'s first response back (replay = reject), which says it was created, though it is {status} now (a changed body is refused)"
+        ),
+        Replay::Latest => {
+            format!("gets {id} back with its latest status (replay = latest), {status}")
+        }
+        Replay::Current => format!("gets {id} back as it is now (replay = current), {status}"),
+    }
 }
 
 /// The range and reprocess behaviour of a planned backfill, from the metadata database.

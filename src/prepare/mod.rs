@@ -100,6 +100,8 @@ pub struct Prepared {
     pub journal: DataFrame,
     pub objects: DataFrame,
     pub key_ttl: Option<i64>,
+    /// What the provider returns for a key it still remembers (`[provider] replay`).
+    pub replay: crate::config::Replay,
     pub window: ProviderWindow,
     pub key_count: usize,
     pub id_count: usize,
@@ -344,6 +346,7 @@ impl Prepared {
             journal,
             objects,
             key_ttl: config.provider.key_ttl,
+            replay: config.provider.replay,
             window,
             key_count: interned.key_count,
             id_count: interned.id_count,
