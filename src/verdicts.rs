@@ -362,7 +362,7 @@ impl Objects {
             created: int("created_at")?,
             iv_start: int("iv_start")?,
             live: crate::cells::flag_column(frame, "live")?,
-            interval: prepared.intervals.of_rows(frame)?,
+            interval: prepared.object_intervals()?.to_vec(),
             by_id: prepared.object_rows_by_id()?,
             by_key,
         })
@@ -510,36 +510,30 @@ impl Intervals {
     /// `interval_try` (the objects, whose home may be a try): the interval of the try it names
     /// where it names one, else the interval its columns name, if a try has it.
     pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
-        let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(one_chunk(crate::cells::int_column(frame, name)?))
-        };
+        let int = |name: &str| crate::cells::int_column(frame, name);
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let pipeline = one_chunk(crate::cells::number_column(frame, "pipeline")?);
-        let interval_try = frame
-            .column("interval_try")
-            .ok()
-            .map(|_| crate::cells::number_column(frame, "interval_try").map(one_chunk))
-            .transpose()?;
-        let mut out = Vec::with_capacity(frame.height());
-        for row in 0..frame.height() {
-            if let Some(try_row) = interval_try.as_ref().and_then(|rows| rows.get(row)) {
-                out.push(self.of_try[try_row as usize]);
-                continue;
-            }
-            let parts = (
-                pipeline.get(row),
-                map_index.get(row),
-                iv_start.get(row),
-                iv_end.get(row),
-            );
-            out.push(match parts {
-                (pipeline @ Some(_), map @ Some(_), start @ Some(_), end @ Some(_)) => {
-                    self.find(interval_key(pipeline, map, start, end))
-                }
-                _ => None,
-            });
-        }
-        Ok(out)
+        let pipeline = crate::cells::number_column(frame, "pipeline")?;
+        let interval_try = match frame.column("interval_try") {
+            Ok(_) => crate::cells::number_column(frame, "interval_try")?,
+            Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
+        };
+        let parts = pipeline
+            .iter()
+            .zip(map_index.iter())
+            .zip(iv_start.iter().zip(iv_end.iter()));
+        Ok(interval_try
+            .iter()
+            .zip(parts)
+            .map(|(try_row, ((pipeline, map), (start, end)))| match try_row {
+                Some(try_row) => self.of_try[try_row as usize],
+                None => match (pipeline, map, start, end) {
+                    (Some(_), Some(_), Some(_), Some(_)) => {
+                        self.find(interval_key(pipeline, map, start, end))
+                    }
+                    _ => None,
+                },
+            })
+            .collect())
     }
 
     /// Per interval, its first live object: by creation time (NULL first), then id.

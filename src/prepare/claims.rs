@@ -252,7 +252,7 @@ pub fn scope_objects(
                 .engine("scoping provider objects")
         };
         let (kept, left) = (take(&keep)?, take(&unclaimed)?);
-        prepared.objects = kept;
+        prepared.set_objects(kept);
         prepared.unclaimed = left;
     }
     Ok(left_out)

@@ -46,14 +46,15 @@ pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_num
 /// `map_index` is part of the identity.
 pub const PIPELINE_INTERVAL: [&str; 4] = ["pipeline", "map_index", "iv_start", "iv_end"];
 
-/// The sort that brings the rows of each pipeline interval together, to be read as groups, in
-/// an order that does not depend on the order rows were read: by the names that identify the
-/// pipeline (`pipeline` numbers them in the order read), then the interval, then `then`.
+/// The sort that brings the rows of each pipeline interval together, to be read as groups: by
+/// operation and DAG, then the pipeline (a DAG's task, numbered in the order read: it orders
+/// only a DAG's tasks of one operation among themselves, and findings are sorted again by what
+/// they say), then the interval, then `then`.
 pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
     let order = [
         "operation",
         "dag_id",
-        "task_id",
+        "pipeline",
         "map_index",
         "iv_start",
         "iv_end",
@@ -112,6 +113,9 @@ pub struct Prepared {
     /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
     /// or reconciled row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
+    /// The pipeline interval of each object (`Intervals::of_rows`), worked out once for the
+    /// verdicts and the rules that need it, after the audit has scoped `objects`.
+    object_intervals: std::sync::OnceLock<Vec<Option<u32>>>,
     /// Provider objects a `--dag` audit left out because no DAG claims them (`objects`' columns;
     /// no rows otherwise): not the audit's to report, but still what exists for an interval.
     pub unclaimed: DataFrame,
@@ -143,6 +147,22 @@ impl Prepared {
             }
         }
         Ok(rows)
+    }
+
+    /// The pipeline interval of each row of `objects`, where a try has it. Two threads asking
+    /// at once may both work it out; the answers are the same.
+    pub fn object_intervals(&self) -> Result<&[Option<u32>]> {
+        if let Some(known) = self.object_intervals.get() {
+            return Ok(known);
+        }
+        let intervals = self.intervals.of_rows(&self.objects)?;
+        Ok(self.object_intervals.get_or_init(|| intervals))
+    }
+
+    /// Replaces the objects (a scoped audit's), forgetting what was worked out from them.
+    pub fn set_objects(&mut self, objects: DataFrame) {
+        self.objects = objects;
+        self.object_intervals = std::sync::OnceLock::new();
     }
 
     /// Whether the whole journal committed (or reconciled) the operation of a key.
@@ -353,6 +373,7 @@ impl Prepared {
             run_count,
             intervals,
             committed_keys,
+            object_intervals: std::sync::OnceLock::new(),
             unclaimed: DataFrame::empty(),
         })
     }
@@ -410,12 +431,13 @@ impl Prepared {
                 int("provider_interval_start")?,
                 int("provider_interval_end")?,
             );
+            let unattributed = vec![None; if attributed { 0 } else { frame.height() }];
             let homes = if attributed {
-                self.intervals.of_rows(frame)?
+                self.object_intervals()?
             } else {
-                vec![None; frame.height()]
+                &unattributed
             };
-            for (row, home) in homes.into_iter().enumerate() {
+            for (row, &home) in homes.iter().enumerate() {
                 if live.get(row) != Some(true) {
                     continue;
                 }

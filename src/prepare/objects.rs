@@ -678,10 +678,11 @@ struct HomeColumns<'f> {
     end: Int64Chunked,
 }
 
-const HOME: [&str; 8] = [
+/// The columns an object takes from its home. (`task_id` orders homes but is not taken: the
+/// pipeline stands for it.)
+const HOME: [&str; 7] = [
     "operation",
     "dag_id",
-    "task_id",
     "pipeline",
     "map_index",
     "iv_start",
