@@ -510,28 +510,36 @@ impl Intervals {
     /// `interval_try` (the objects, whose home may be a try): the interval of the try it names
     /// where it names one, else the interval its columns name, if a try has it.
     pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
-        let int = |name: &str| crate::cells::int_column(frame, name);
-        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let pipeline = crate::cells::number_column(frame, "pipeline")?;
         let interval_try = match frame.column("interval_try") {
-            Ok(_) => crate::cells::number_column(frame, "interval_try")?,
+            Ok(_) => one_chunk(crate::cells::number_column(frame, "interval_try")?),
             Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
         };
-        let parts = pipeline
-            .iter()
-            .zip(map_index.iter())
-            .zip(iv_start.iter().zip(iv_end.iter()));
+        // Most rows name a try; the columns are read only for those that do not.
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(one_chunk(crate::cells::int_column(frame, name)?))
+        };
+        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
+        let pipeline = one_chunk(crate::cells::number_column(frame, "pipeline")?);
+        let named = |row: usize| {
+            let parts = (
+                pipeline.get(row),
+                map_index.get(row),
+                iv_start.get(row),
+                iv_end.get(row),
+            );
+            match parts {
+                (pipeline @ Some(_), map @ Some(_), start @ Some(_), end @ Some(_)) => {
+                    self.find(interval_key(pipeline, map, start, end))
+                }
+                _ => None,
+            }
+        };
         Ok(interval_try
             .iter()
-            .zip(parts)
-            .map(|(try_row, ((pipeline, map), (start, end)))| match try_row {
+            .enumerate()
+            .map(|(row, try_row)| match try_row {
                 Some(try_row) => self.of_try[try_row as usize],
-                None => match (pipeline, map, start, end) {
-                    (Some(_), Some(_), Some(_), Some(_)) => {
-                        self.find(interval_key(pipeline, map, start, end))
-                    }
-                    _ => None,
-                },
+                None => named(row),
             })
             .collect())
     }

@@ -406,7 +406,10 @@ impl Prepared {
         if wanted.is_empty() {
             return Ok(found);
         }
-        let numbers: BTreeSet<u32> = wanted.iter().map(|(number, ..)| *number).collect();
+        let mut is_wanted = vec![false; self.intervals.count()];
+        for (number, ..) in wanted {
+            is_wanted[*number as usize] = true;
+        }
         let mut by_times: BTreeMap<(Option<i64>, Option<i64>), Vec<u32>> = BTreeMap::new();
         for &(number, start, end) in wanted {
             by_times.entry((start, end)).or_default().push(number);
@@ -441,7 +444,10 @@ impl Prepared {
                 if live.get(row) != Some(true) {
                     continue;
                 }
-                let mut of: Vec<u32> = home.filter(|n| numbers.contains(n)).into_iter().collect();
+                let mut of: Vec<u32> = home
+                    .filter(|&n| is_wanted[n as usize])
+                    .into_iter()
+                    .collect();
                 if keys.get(row).is_none()
                     && let Some(start) = starts.get(row)
                 {
