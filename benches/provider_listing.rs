@@ -3,7 +3,8 @@
 //!
 //! 1,000 pages at 50 ms latency each from the mock provider on loopback, concurrency 8: the
 //! wall time as a ratio of the ideal (pages / concurrency × latency), for a page-number API
-//! and for a cursor API read in created-at slices. Target: at most 1.3× the ideal.
+//! and for a cursor and a Stripe-style API read in created-at slices. Target: at most 1.3×
+//! the ideal.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -47,6 +48,7 @@ fn main() {
             "pagination = \"page\"\ntotal = \"total\"",
         ),
         (MockPagination::Cursor, "pagination = \"cursor\""),
+        (MockPagination::Stripe, "pagination = \"stripe\""),
     ] {
         let mut options = MockOptions::new(objects.clone(), style);
         options.page_size = PAGE_SIZE;

@@ -46,6 +46,16 @@ pub enum Command {
     MockProvider(MockProviderArgs),
     /// Write a synthetic scenario of any size with chosen fault rates, and its ground truth.
     Synth(SynthArgs),
+    /// Print a shell completion script (e.g. `onceonly completions bash > /etc/bash_completion.d/onceonly`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): onceonly(1), or onceonly-COMMAND(1) for one subcommand.
+    Man {
+        /// A subcommand, e.g. `audit`.
+        command: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -94,7 +104,8 @@ pub struct MockProviderArgs {
     /// A fault: KIND@N (the Nth listing request) or KIND%K (every Kth), optionally =VALUE;
     /// e.g. rate-limit@2=1, server-error%3, slow@4=1500, drop@2, truncated@2, invalid-json@2,
     /// repeat-cursor@2, insert@2=3, missing-field@2, mistyped-field@2, huge@1=80 (MiB),
-    /// gzip-bomb@1=100 (MiB unpacked). Repeatable.
+    /// gzip-bomb@1=100 (MiB unpacked), clamp=2 (every page at most 2 objects), lose-next@2.
+    /// Repeatable.
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<Fault>,
     /// Append `METHOD TARGET` of every request to this file.
@@ -132,6 +143,10 @@ pub struct AuditArgs {
     /// Write the report here instead of stdout (atomically).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page here (atomically), beside
+    /// `--format`.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Exit 1 when a finding is at or above this severity.
     #[arg(long, value_enum, default_value = "warning")]
     pub fail_on: FailOn,

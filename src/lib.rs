@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod glob;
 pub mod identity;
 pub mod keys;
 pub mod memory;

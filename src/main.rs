@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use onceonly::cli::{AuditArgs, Cli, Command};
-use onceonly::commands::{audit, demo, mock_provider, rule};
+use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
 use onceonly::render::{self, Format};
@@ -31,7 +31,15 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Demo { format } => {
             let audit = demo::run()?;
-            output::stdout(&render::render(&audit.report, format))?;
+            output::stdout(&render::render(&audit.report, format, &audit.verdicts)?)?;
+            Ok(0)
+        }
+        Command::Completions { shell } => {
+            output::stdout(&completions::script(shell))?;
+            Ok(0)
+        }
+        Command::Man { command } => {
+            output::stdout(&man::page(command.as_deref())?)?;
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
@@ -163,7 +171,6 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
     if let Some(path) = &args.verdicts {
         output::write_verdicts(path, &verdicts)?;
     }
-    drop(verdicts);
     if let Some(plan) = &plan {
         if let Some(path) = &args.plan {
             output::file(path, plan_text(path, plan).as_bytes())?;
@@ -188,7 +195,12 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         let metrics = render::metrics::render(&report, started.elapsed().as_secs_f64());
         output::file(path, metrics.as_bytes())?;
     }
-    let text = render::render(&report, args.format);
+    if let Some(path) = &args.html {
+        let page = render::render(&report, Format::Html, &verdicts)?;
+        output::file(path, page.as_bytes())?;
+    }
+    let text = render::render(&report, args.format, &verdicts)?;
+    drop(verdicts);
     match &args.output {
         Some(path) => output::file(path, text.as_bytes())?,
         None => output::stdout(&text)?,
@@ -219,11 +231,7 @@ fn run_trace(args: &onceonly::cli::TraceArgs) -> Result<u8> {
     }
     let text = match args.format {
         onceonly::cli::TraceFormat::Table => render::trace::text(&trace),
-        onceonly::cli::TraceFormat::Json => {
-            let mut json = serde_json::to_string_pretty(&trace).expect("a trace always serializes");
-            json.push('\n');
-            json
-        }
+        onceonly::cli::TraceFormat::Json => render::trace::json(&trace),
     };
     output::stdout(&text)?;
     Ok(0)
@@ -300,11 +308,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
     let risk = ttl_risk::run(&config, &options)?;
     let text = match args.format {
         onceonly::cli::TraceFormat::Table => render::ttl_risk::text(&risk),
-        onceonly::cli::TraceFormat::Json => {
-            let mut json = serde_json::to_string_pretty(&risk).expect("a report always serializes");
-            json.push('\n');
-            json
-        }
+        onceonly::cli::TraceFormat::Json => render::ttl_risk::json(&risk),
     };
     output::stdout(&text)?;
     // Like audit's findings: exit 1 when a re-run would duplicate something.

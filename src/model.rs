@@ -114,6 +114,10 @@ impl Table {
 ///   run without a logical date); `logical_date` is `execution_date` in 2.x; `run_after` is
 ///   3.x's never-NULL scheduling time (2.x sources fill it with the logical date).
 /// * `conf` is the run's conf as JSON text (2.x pickles are decoded by the source).
+/// * `dag_timezone` is the DAG's own zone as Airflow serialized it (`dag.timezone` of the
+///   newest serialized version: an IANA name, or a fixed offset in seconds); NULL where the
+///   source does not say it (the REST API, compressed serialized DAGs, snapshots saved before
+///   the column existed), which key templates read as UTC.
 pub const ATTEMPTS: &[ColumnSpec] = &[
     c("dag_id", Kind::Text, false),
     c("task_id", Kind::Text, false),
@@ -133,6 +137,7 @@ pub const ATTEMPTS: &[ColumnSpec] = &[
     c("run_after", Kind::Time, true),
     c("conf", Kind::Text, true),
     c("clear_number", Kind::Int, true),
+    c("dag_timezone", Kind::Text, true),
 ];
 
 /// `journal`: one row per record the tasks wrote. `phase` is one of [`PHASES`] after the

@@ -21,6 +21,11 @@ fn expected(version: &str) -> serde_json::Value {
 }
 
 fn report(version: &str, args: &[&str]) -> serde_json::Value {
+    report_exiting(version, args, 1)
+}
+
+/// The JSON report of an audit that exits with `code`.
+fn report_exiting(version: &str, args: &[&str], code: i32) -> serde_json::Value {
     let config = fixtures()
         .join("airflow/out")
         .join(version)
@@ -34,7 +39,7 @@ fn report(version: &str, args: &[&str]) -> serde_json::Value {
     ];
     all.extend_from_slice(args);
     let output = onceonly(&all);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
     serde_json::from_slice(&output.stdout).expect("json report")
 }
 
@@ -81,18 +86,33 @@ fn findings_on_real_airflow_match_what_happened() {
 
 #[test]
 fn interval_basis_follows_the_airflow_version() {
+    // The runs per basis, as the generator read them from the metadata.
+    let bases = |version: &str| {
+        let mut bases: BTreeMap<String, u64> = BTreeMap::new();
+        for runs in expected(version)["dags"].as_object().unwrap().values() {
+            for run in runs.as_array().unwrap() {
+                *bases
+                    .entry(run["interval_basis"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+            }
+        }
+        serde_json::to_value(bases).unwrap()
+    };
     // 2.10: every run has a data interval with length except the manual one (logical date).
-    let old = report("airflow-2.10.5", &[]);
+    let old = bases("airflow-2.10.5");
+    assert_eq!(old["logical_date"], 1);
     assert_eq!(
-        old["coverage"]["interval_basis"],
-        serde_json::json!({"data_interval": 16, "logical_date": 1})
+        report("airflow-2.10.5", &[])["coverage"]["interval_basis"],
+        old
     );
     // 3.3: @daily gives zero-length intervals (logical date); the manual trigger has no
     // logical date at all, so run_after is used.
-    let new = report("airflow-3.3.2", &[]);
+    let new = bases("airflow-3.3.2");
+    assert_eq!(new["run_after"], 1);
+    assert!(new.get("data_interval").is_none(), "{new}");
     assert_eq!(
-        new["coverage"]["interval_basis"],
-        serde_json::json!({"logical_date": 19, "run_after": 1})
+        report("airflow-3.3.2", &[])["coverage"]["interval_basis"],
+        new
     );
 }
 
@@ -109,9 +129,12 @@ fn dag_filter_is_pushed_into_sql() {
     // The unjournaled objects of onceonly_g carry keys g's template makes: they are that DAG's,
     // left out of this audit (SPEC §7) and counted with the other DAGs' objects.
     assert_eq!(codes, ["D001", "R001", "T001"]);
+    let provider = &report["coverage"]["sources"][2];
+    let left_out = provider["rows"].as_u64().unwrap() - provider["rows_audited"].as_u64().unwrap();
+    assert!(left_out > 0);
     assert_eq!(
         report["coverage"]["objects_left_out"],
-        serde_json::json!({"claimed_elsewhere": 19, "unclaimed": 0})
+        serde_json::json!({"claimed_elsewhere": left_out, "unclaimed": 0})
     );
 }
 
@@ -248,5 +271,440 @@ fn the_database_is_not_written() {
     assert!(
         std::fs::read(&path).unwrap() == before,
         "the audit changed the metadata database"
+    );
+}
+
+/// Scheduled in Europe/Berlin across the end of summer time (fixtures/airflow/README.md).
+const BERLIN: &str = "onceonly_i_berlin_local_date";
+/// Check-then-create: a retry that finds its key committed skips the provider, writes no row.
+const CHECK_THEN_CREATE: &str = "onceonly_j_check_then_create";
+
+/// Every try of a DAG in expected.json, with the run it belongs to.
+fn tries_of<'e>(
+    expected: &'e serde_json::Value,
+    dag: &str,
+) -> Vec<(&'e serde_json::Value, &'e serde_json::Value)> {
+    let mut tries = Vec::new();
+    for run in expected["dags"][dag].as_array().expect("the DAG ran") {
+        for task in run["task_instances"].as_array().unwrap() {
+            for tri in task["tries"].as_array().unwrap() {
+                tries.push((run, tri));
+            }
+        }
+    }
+    tries
+}
+
+/// A report's findings about one DAG.
+fn findings_of(report: &serde_json::Value, dag: &str) -> Vec<serde_json::Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|finding| finding["dag_id"] == dag)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn the_dags_own_zone_is_read_from_the_serialized_dag() {
+    for version in VERSIONS {
+        let path = fixtures()
+            .join("airflow/out")
+            .join(version)
+            .join("airflow.db");
+        let attempts = read(path, Filter::default()).expect("read").attempts;
+        let column = |name: &str| -> Vec<Option<String>> {
+            attempts
+                .column(name)
+                .unwrap()
+                .str()
+                .unwrap()
+                .iter()
+                .map(|value| value.map(str::to_string))
+                .collect()
+        };
+        let zones: BTreeMap<Option<String>, Option<String>> = column("dag_id")
+            .into_iter()
+            .zip(column("dag_timezone"))
+            .collect();
+        let wanted: BTreeMap<Option<String>, Option<String>> =
+            serde_json::from_value::<BTreeMap<String, Option<String>>>(
+                expected(version)["dag_timezones"].clone(),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|(dag, zone)| (Some(dag), zone))
+            .collect();
+        assert_eq!(zones, wanted, "{version}");
+        assert_eq!(
+            zones[&Some(BERLIN.to_string())].as_deref(),
+            Some("Europe/Berlin")
+        );
+    }
+}
+
+/// `ttl-risk` over the Berlin DAG's four intervals, with a 90-day key TTL, one hour after the
+/// last object was created (the fixture's objects are all live).
+fn berlin_ttl_risk(scenario: &Scenario) -> serde_json::Value {
+    let state: serde_json::Value =
+        serde_json::from_str(&scenario.read("provider_state.json")).unwrap();
+    let last = state["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| object["created"].as_i64().unwrap())
+        .max()
+        .unwrap();
+    let at = chrono::DateTime::from_timestamp(last + 3600, 0)
+        .unwrap()
+        .to_rfc3339();
+    let config = scenario.config();
+    let output = onceonly(&[
+        "ttl-risk",
+        "--config",
+        config.to_str().unwrap(),
+        "--dag",
+        BERLIN,
+        "--from",
+        "2026-10-22T22:00:00Z",
+        "--to",
+        "2026-10-25T23:00:00Z",
+        "--ttl",
+        "90d",
+        "--at",
+        &at,
+        "--format",
+        "json",
+    ]);
+    assert!(
+        output.status.code().is_some_and(|code| code < 2),
+        "{}",
+        stderr(&output)
+    );
+    serde_json::from_slice(&output.stdout).expect("json")
+}
+
+fn classes_and_keys(risk: &serde_json::Value) -> Vec<(String, String)> {
+    risk["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|interval| {
+            (
+                interval["class"].as_str().unwrap().to_string(),
+                interval["key"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn keys_in_the_dags_own_zone_across_a_dst_change() {
+    for version in VERSIONS {
+        let expected = expected(version);
+        // The keys the task journaled: local midnight, +02:00 before the switch, +01:00 after.
+        let journaled: Vec<String> = tries_of(&expected, BERLIN)
+            .iter()
+            .flat_map(|(_, tri)| tri["op_keys"].as_array().unwrap().clone())
+            .map(|key| key.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(journaled.len(), 4, "{version}");
+        assert!(
+            journaled[2].ends_with("2026-10-25T00:00:00+02:00"),
+            "{journaled:?}"
+        );
+        assert!(
+            journaled[3].ends_with("2026-10-26T00:00:00+01:00"),
+            "{journaled:?}"
+        );
+
+        // The template names no zone: the DAG's own, from the metadata. (The audit of that DAG
+        // alone reports nothing of other DAGs: it exits 0.)
+        let berlin = findings_of(&report_exiting(version, &["--dag", BERLIN], 0), BERLIN);
+        assert!(berlin.is_empty(), "{version}: {berlin:?}");
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        let dedup: Vec<(String, String)> = journaled
+            .iter()
+            .map(|key| ("deduplicated".to_string(), key.clone()))
+            .collect();
+        assert_eq!(
+            classes_and_keys(&berlin_ttl_risk(&scenario)),
+            dedup,
+            "{version}"
+        );
+
+        // The same zone named in the template or by the operation.
+        let template = "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z}\"";
+        for zoned in [
+            "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z@Europe/Berlin}\"",
+            "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z}\"\ntimezone = \"Europe/Berlin\"",
+        ] {
+            let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+            scenario.edit("onceonly.toml", template, zoned);
+            assert_eq!(
+                classes_and_keys(&berlin_ttl_risk(&scenario)),
+                dedup,
+                "{zoned}"
+            );
+        }
+
+        // Near miss: formatted in UTC the key is a day and an offset off for every interval,
+        // and a backfill looks as if it would duplicate every export.
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        scenario.edit(
+            "onceonly.toml",
+            template,
+            &format!("{template}\ntimezone = \"UTC\""),
+        );
+        let utc = classes_and_keys(&berlin_ttl_risk(&scenario));
+        let starts = [
+            "2026-10-22T22:00:00+00:00",
+            "2026-10-23T22:00:00+00:00",
+            "2026-10-24T22:00:00+00:00",
+            "2026-10-25T23:00:00+00:00",
+        ];
+        assert_eq!(
+            utc,
+            starts
+                .iter()
+                .map(|start| (
+                    "at-risk".to_string(),
+                    format!("exp:{BERLIN}:export:{start}")
+                ))
+                .collect::<Vec<_>>(),
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_zone_is_a_config_error_naming_the_line() {
+    let template = "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z}\"";
+    for (changed, named) in [
+        (
+            format!("{template}\ntimezone = \"Europe/Berln\""),
+            "Europe/Berln",
+        ),
+        (
+            template.replace("%:z}", "%:z@Mars/Olympus}"),
+            "Mars/Olympus",
+        ),
+    ] {
+        let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+        scenario.edit("onceonly.toml", template, &changed);
+        let line = scenario
+            .read("onceonly.toml")
+            .lines()
+            .position(|line| line.contains(named))
+            .unwrap()
+            + 1;
+        let output = scenario.audit(&[]);
+        assert_eq!(output.status.code(), Some(2), "{changed}");
+        let message = stderr(&output);
+        assert!(
+            message.contains(&format!("line {line}:")) && message.contains(named),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn check_then_create_retry_is_no_operation_not_an_unrecorded_success() {
+    for version in VERSIONS {
+        let expected = expected(version);
+        // What happened: try 1 committed and then failed; try 2 found the committed row,
+        // called nothing and wrote nothing.
+        let first: Vec<(&str, usize)> = tries_of(&expected, CHECK_THEN_CREATE)
+            .iter()
+            .filter(|(run, _)| run["run_id"] == expected["dags"][CHECK_THEN_CREATE][0]["run_id"])
+            .map(|(_, tri)| {
+                (
+                    tri["state"].as_str().unwrap(),
+                    tri["journal_phases"].as_array().unwrap().len(),
+                )
+            })
+            .collect();
+        assert_eq!(first, [("failed", 2), ("success", 0)], "{version}");
+
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        let verdicts = scenario.path("verdicts.ndjson");
+        let output = scenario.audit(&[
+            "--format",
+            "json",
+            "--dag",
+            CHECK_THEN_CREATE,
+            "--verdicts",
+            verdicts.to_str().unwrap(),
+        ]);
+        let verdicts: Vec<(i64, String)> = std::fs::read_to_string(&verdicts)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|verdict| verdict["run_id"] == expected["dags"][CHECK_THEN_CREATE][0]["run_id"])
+            .map(|verdict| {
+                (
+                    verdict["try_number"].as_i64().unwrap(),
+                    verdict["verdict"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                (1, "committed".to_string()),
+                (2, "no-operation".to_string())
+            ],
+            "{version}"
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let ours = findings_of(&report, CHECK_THEN_CREATE);
+        assert!(ours.is_empty(), "{version}: {ours:?}");
+    }
+}
+
+/// What each try's verdict should be, as the generator reads SPEC §5 from what happened; None
+/// where it names none of the verdicts (an unjournaled try that created an object).
+fn derived_verdicts(expected: &serde_json::Value) -> BTreeMap<(String, String, i64, i64), String> {
+    const VERDICTS: [&str; 7] = [
+        "committed",
+        "reconciled",
+        "duplicate",
+        "lost-response",
+        "intent-only",
+        "no-operation",
+        "failed-before-effect",
+    ];
+    let mut verdicts = BTreeMap::new();
+    for dag in expected["dags"].as_object().unwrap().keys() {
+        for run in expected["dags"][dag].as_array().unwrap() {
+            for task in run["task_instances"].as_array().unwrap() {
+                for tri in task["tries"].as_array().unwrap() {
+                    let verdict = tri["suggested_verdict"].as_str().unwrap();
+                    if VERDICTS.contains(&verdict) {
+                        verdicts.insert(
+                            (
+                                dag.clone(),
+                                run["run_id"].as_str().unwrap().to_string(),
+                                task["map_index"].as_i64().unwrap(),
+                                tri["try_number"].as_i64().unwrap(),
+                            ),
+                            verdict.to_string(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    verdicts
+}
+
+#[test]
+fn verdicts_on_real_airflow_match_what_happened() {
+    for version in VERSIONS {
+        let wanted = derived_verdicts(&expected(version));
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        let path = scenario.path("verdicts.ndjson");
+        scenario.audit(&["--verdicts", path.to_str().unwrap()]);
+        let ours: BTreeMap<(String, String, i64, i64), String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .map(|verdict| {
+                (
+                    (
+                        verdict["dag_id"].as_str().unwrap().to_string(),
+                        verdict["run_id"].as_str().unwrap().to_string(),
+                        verdict["map_index"].as_i64().unwrap(),
+                        verdict["try_number"].as_i64().unwrap(),
+                    ),
+                    verdict["verdict"].as_str().unwrap().to_string(),
+                )
+            })
+            .filter(|(try_, _)| wanted.contains_key(try_))
+            .collect();
+        assert_eq!(ours, wanted, "{version}");
+    }
+}
+
+/// The Python that runs the generator's scripts (they need SQLAlchemy): the Airflow venv's.
+fn airflow_python() -> Option<PathBuf> {
+    std::env::var_os("ONCEONLY_TEST_AIRFLOW_PYTHON")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            ["3.3.2", "2.10.5"]
+                .iter()
+                .map(|version| PathBuf::from(format!("/opt/venvs/airflow-{version}/bin/python"))),
+        )
+        .find(|python| python.is_file())
+}
+
+#[test]
+fn committed_expectations_are_what_the_generator_derives_today() {
+    let Some(python) = airflow_python() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no Airflow venv to run derive_expected.py with (fixtures/airflow/generate.sh makes one)"
+        );
+        eprintln!(
+            "SKIPPED committed_expectations_are_what_the_generator_derives_today: no Airflow venv \
+             (/opt/venvs/airflow-3.3.2, made by fixtures/airflow/generate.sh)"
+        );
+        return;
+    };
+    for version in VERSIONS {
+        let fixture = format!("airflow/out/{version}");
+        let scenario = Scenario::copy_of(&fixture);
+        let committed = expected(version);
+        let out = scenario.path("derived");
+        let db = format!("sqlite:///{}", scenario.path("airflow.db").display());
+        let output = std::process::Command::new(&python)
+            .arg(fixtures().join("airflow/derive_expected.py"))
+            .args(["--version", committed["airflow_version"].as_str().unwrap()])
+            .args(["--db", &db])
+            .arg("--journal")
+            .arg(scenario.path("journal.db"))
+            .arg("--provider")
+            .arg(scenario.path("provider_state.json"))
+            .arg("--rules")
+            .arg(scenario.path("provider_rules.json"))
+            .arg("--events")
+            .arg(scenario.path("driver_events.json"))
+            .args(["--start-date", committed["start_date"].as_str().unwrap()])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run derive_expected.py");
+        assert!(
+            output.status.success(),
+            "{version}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let derived: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("expected.json")).unwrap())
+                .unwrap();
+        for part in [
+            "findings",
+            "findings_by_code",
+            "reconciled",
+            "counts",
+            "dag_timezones",
+        ] {
+            assert_eq!(derived[part], committed[part], "{version}: {part}");
+        }
+        assert_eq!(derived, committed, "{version}: expected.json");
+        assert_eq!(
+            std::fs::read_to_string(out.join("SCENARIO.md")).unwrap(),
+            scenario.read("SCENARIO.md"),
+            "{version}: SCENARIO.md"
+        );
+    }
+    // The PostgreSQL fixture keeps the metadata as a pg_dump, not a database the script can
+    // read: its expectations are checked against the run .ci/postgres.sh makes (tests/postgres.rs).
+    eprintln!(
+        "SKIPPED committed_expectations_are_what_the_generator_derives_today for \
+         airflow-3.3.2-postgres: derive_expected.py needs the PostgreSQL database, the fixture \
+         holds only its dump"
     );
 }

@@ -21,11 +21,14 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use onceonly::sources::airflow_api::{self, AirflowApi, ApiVersion};
 use onceonly::sources::airflow_db::{self, Filter};
 use onceonly::sources::database::Database;
+use onceonly::sources::retry::RetryPolicy;
 use polars::prelude::*;
 use serde_json::Value;
 
@@ -60,10 +63,51 @@ struct Entry {
     body: Vec<u8>,
 }
 
+/// How a `Retry-After` header says when to come back: seconds, or one of the three HTTP
+/// date forms, this many seconds from when the answer is sent.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum RetryAfter {
+    Seconds(u64),
+    ImfFixdate(u64),
+    Rfc850(u64),
+    Asctime(u64),
+}
+
+impl RetryAfter {
+    fn header(self) -> String {
+        let at = |seconds: u64| chrono::Utc::now() + chrono::Duration::seconds(seconds as i64);
+        match self {
+            RetryAfter::Seconds(seconds) => seconds.to_string(),
+            RetryAfter::ImfFixdate(seconds) => {
+                at(seconds).format("%a, %d %b %Y %H:%M:%S GMT").to_string()
+            }
+            RetryAfter::Rfc850(seconds) => {
+                at(seconds).format("%A, %d-%b-%y %H:%M:%S GMT").to_string()
+            }
+            RetryAfter::Asctime(seconds) => at(seconds).format("%a %b %e %H:%M:%S %Y").to_string(),
+        }
+    }
+}
+
 /// What the server does besides replaying.
 #[derive(Clone, Copy, PartialEq)]
 enum Fault {
     None,
+    /// Answer the first `times` requests whose path and query end with `end` with `status`
+    /// (and `Retry-After`, if given) instead of the recording.
+    Status {
+        end: &'static str,
+        status: u16,
+        retry_after: Option<RetryAfter>,
+        times: usize,
+    },
+    /// Answer the first `times` requests whose path and query end with `end` this many
+    /// milliseconds late.
+    Slow {
+        end: &'static str,
+        millis: u64,
+        times: usize,
+    },
     /// Answer requests whose path and query end with this with a body that is not JSON.
     NotJson(&'static str),
     /// Close the connection halfway through the body of requests whose path and query end
@@ -105,7 +149,8 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let log = Arc::new(Mutex::new(Vec::new()));
-        let state = Arc::new((entries, prefix, fault));
+        // The fault's count of requests it has struck so far.
+        let state = Arc::new((entries, prefix, fault, AtomicUsize::new(0)));
         let server_log = log.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -113,7 +158,7 @@ impl Server {
                 let state = state.clone();
                 let log = server_log.clone();
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &state.0, &state.1, state.2, &log);
+                    let _ = serve(stream, &state.0, &state.1, (state.2, &state.3), &log);
                 });
             }
         });
@@ -129,7 +174,7 @@ fn serve(
     mut stream: TcpStream,
     entries: &[Entry],
     prefix: &str,
-    fault: Fault,
+    (fault, struck): (Fault, &AtomicUsize),
     log: &Mutex<Vec<Answer>>,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -225,9 +270,35 @@ fn serve(
                 ),
             }
         };
+    // The first `times` matching requests are struck.
+    let strikes = |end: &str, times: usize| {
+        target.ends_with(end) && struck.fetch_add(1, Ordering::SeqCst) < times
+    };
+    let mut extra_headers = String::new();
+    let mut delay = Duration::ZERO;
+    let (status, content_type, how) = match fault {
+        Fault::Status {
+            end,
+            status: fault_status,
+            retry_after,
+            times,
+        } if strikes(end, times) => {
+            if let Some(retry_after) = retry_after {
+                extra_headers = format!("Retry-After: {}\r\n", retry_after.header());
+            }
+            answer = br#"{"detail":"try again later"}"#.to_vec();
+            (fault_status, "application/json".to_string(), "fault")
+        }
+        Fault::Slow { end, millis, times } if strikes(end, times) => {
+            delay = Duration::from_millis(millis);
+            (status, content_type, how)
+        }
+        _ => (status, content_type, how),
+    };
     log.lock()
         .unwrap()
         .push((method.clone(), target.clone(), how));
+    std::thread::sleep(delay);
 
     match fault {
         Fault::NotJson(end) if target.ends_with(end) && status == 200 => {
@@ -241,7 +312,7 @@ fn serve(
         _ => {}
     }
     let head = format!(
-        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra_headers}Connection: close\r\n\r\n",
         answer.len()
     );
     stream.write_all(head.as_bytes())?;
@@ -335,6 +406,14 @@ fn base64(text: &str) -> String {
     out
 }
 
+/// Retries quick enough for tests: three after the first, from 50 ms.
+const QUICK: RetryPolicy = RetryPolicy {
+    retries: 3,
+    backoff: Duration::from_millis(50),
+    timeout: Duration::from_secs(5),
+    deadline: Duration::from_secs(60),
+};
+
 fn api(server: &Server, version: Option<ApiVersion>, page_size: Option<u32>) -> AirflowApi {
     AirflowApi::new(
         &server.base,
@@ -345,6 +424,7 @@ fn api(server: &Server, version: Option<ApiVersion>, page_size: Option<u32>) -> 
         page_size,
     )
     .unwrap()
+    .with_retry(QUICK)
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
@@ -398,8 +478,9 @@ fn cells(frame: &DataFrame, name: &str) -> Vec<Option<String>> {
         .collect()
 }
 
-/// The API's attempts equal the database's, column by column. `clear_number` is the one
-/// column neither /api/v1 nor /api/v2 exposes: NULL from the API. `conf` is compared as JSON
+/// The API's attempts equal the database's, column by column. `clear_number` is a column
+/// neither /api/v1 nor /api/v2 exposes: NULL from the API; the reader does not read the DAG's
+/// zone (`dag_timezone`) either. `conf` is compared as JSON
 /// (the database keeps Airflow's own text; the API answers parsed JSON).
 fn assert_same_attempts(from_api: &DataFrame, from_db: &DataFrame, what: &str) {
     assert!(from_db.height() > 0, "{what}: the database has tries");
@@ -412,11 +493,12 @@ fn assert_same_attempts(from_api: &DataFrame, from_db: &DataFrame, what: &str) {
     assert_eq!(api.height(), db.height(), "{what}: tries");
     for spec in onceonly::model::ATTEMPTS {
         match spec.name {
-            "clear_number" => {
+            "clear_number" | "dag_timezone" => {
                 assert_eq!(
-                    api.column("clear_number").unwrap().null_count(),
+                    api.column(spec.name).unwrap().null_count(),
                     api.height(),
-                    "{what}: the API has no clear_number"
+                    "{what}: the API reader gives no {}",
+                    spec.name
                 );
             }
             "conf" => {
@@ -566,12 +648,14 @@ fn mapped_task_instances_are_paged_one_by_one() {
         let from_api = read_api(&api(&server, Some(api_version), Some(1)), &filter).unwrap();
         assert_same_attempts(&from_api, &read_db(version, Some(dag)), version);
         let answers = server.answers();
+        // The first run of the fixture (its catch-up start date).
+        let [first, _, _] = crate::scenario::airflow_days(version);
         for query in ["limit=1&offset=0", "limit=1&offset=1"] {
             assert!(
                 answers
                     .iter()
                     .any(|(_, target, how)| target.ends_with(&format!(
-                        "2026-11-26T00%3A00%3A00%2B00%3A00/taskInstances?{query}"
+                        "{first}T00%3A00%3A00%2B00%3A00/taskInstances?{query}"
                     )) && *how == "recorded"),
                 "{version}: {answers:?}"
             );
@@ -730,7 +814,8 @@ fn unreachable_server_is_an_error() {
         None,
         None,
     )
-    .unwrap();
+    .unwrap()
+    .with_retry(QUICK);
     let message = read_api(&api, &Filter::default()).unwrap_err().to_string();
     assert!(
         message.contains(&format!("127.0.0.1:{port}")) && message.contains("cannot connect"),
@@ -745,7 +830,7 @@ fn api_scenario(version: &str, server: &Server, extra: &str) -> Scenario {
         "onceonly.toml",
         "url = \"sqlite:///airflow.db\"",
         &format!(
-            "api = \"{}\"\nusername = \"admin\"\npassword_env = \"ONCEONLY_TEST_AIRFLOW_PASSWORD\"\n{extra}",
+            "api = \"{}\"\nusername = \"admin\"\npassword_env = \"ONCEONLY_TEST_AIRFLOW_PASSWORD\"\nbackoff = \"50ms\"\n{extra}",
             server.base
         ),
     );
@@ -891,4 +976,202 @@ fn config_needs_exactly_one_airflow_source() {
         "{}",
         stderr(&output)
     );
+}
+
+/// Reads one DAG through a server with `fault`, and checks it equals the database's read.
+fn read_through(fault: Fault, retry: RetryPolicy) -> (Server, Duration) {
+    let server = Server::start(V2, fault);
+    let dag = "onceonly_a_stable_key";
+    let filter = Filter {
+        dag: Some(dag.into()),
+        ..Filter::default()
+    };
+    let started = Instant::now();
+    let from_api = read_api(
+        &api(&server, Some(ApiVersion::V2), None).with_retry(retry),
+        &filter,
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    let took = started.elapsed();
+    assert_same_attempts(&from_api, &read_db(V2, Some(dag)), "after retries");
+    (server, took)
+}
+
+/// How often the server saw a request whose target ends with `end`.
+fn requests_to(server: &Server, end: &str) -> usize {
+    server
+        .answers()
+        .iter()
+        .filter(|(_, target, _)| target.ends_with(end))
+        .count()
+}
+
+const RUNS: &str = "/dags/onceonly_a_stable_key/dagRuns?limit=100&offset=0";
+
+#[test]
+fn rate_limits_and_unavailable_answers_wait_as_retry_after_says_in_every_form() {
+    // 429 or 503 on the run listing, once, with `Retry-After` in seconds and in each HTTP
+    // date form; the read waits that long and then reads everything.
+    let cases = [
+        (429, RetryAfter::Seconds(1)),
+        (429, RetryAfter::ImfFixdate(2)),
+        (503, RetryAfter::Rfc850(2)),
+        (503, RetryAfter::Asctime(2)),
+    ];
+    std::thread::scope(|scope| {
+        for (status, retry_after) in cases {
+            scope.spawn(move || {
+                let fault = Fault::Status {
+                    end: RUNS,
+                    status,
+                    retry_after: Some(retry_after),
+                    times: 1,
+                };
+                // A backoff far longer than any Retry-After: only the header explains a
+                // short wait.
+                let retry = RetryPolicy {
+                    backoff: Duration::from_secs(30),
+                    ..QUICK
+                };
+                let (server, took) = read_through(fault, retry);
+                assert_eq!(requests_to(&server, RUNS), 2, "{retry_after:?}");
+                // A date has whole seconds: a date 2 s ahead is 1 to 2 s ahead when read.
+                assert!(
+                    took >= Duration::from_millis(900) && took < Duration::from_secs(10),
+                    "{retry_after:?}: {took:?}"
+                );
+            });
+        }
+    });
+}
+
+#[test]
+fn server_errors_and_timeouts_are_retried_with_backoff() {
+    let tries = "/taskInstances/export/tries?limit=100&offset=0";
+    for fault in [
+        Fault::Status {
+            end: tries,
+            status: 500,
+            retry_after: None,
+            times: 2,
+        },
+        Fault::Status {
+            end: "/api/v2/version",
+            status: 502,
+            retry_after: None,
+            times: 1,
+        },
+        Fault::Slow {
+            end: RUNS,
+            millis: 1500,
+            times: 1,
+        },
+    ] {
+        let retry = RetryPolicy {
+            timeout: Duration::from_millis(500),
+            ..QUICK
+        };
+        let (server, _) = read_through(fault, retry);
+        assert!(
+            server.answers().iter().any(|(_, _, how)| *how == "fault")
+                || matches!(fault, Fault::Slow { .. }),
+            "the fault struck"
+        );
+        if let Fault::Slow { end, .. } = fault {
+            assert_eq!(
+                requests_to(&server, end),
+                2,
+                "the slow request was sent again"
+            );
+        }
+    }
+}
+
+#[test]
+fn retries_and_deadline_run_out_naming_the_page() {
+    let dag = "onceonly_a_stable_key";
+    // Always 503: three retries, then the page is named.
+    let server = Server::start(
+        V2,
+        Fault::Status {
+            end: RUNS,
+            status: 503,
+            retry_after: None,
+            times: usize::MAX,
+        },
+    );
+    let message = error_text(&api(&server, Some(ApiVersion::V2), None), dag);
+    assert!(
+        message.contains(&format!(
+            "GET {}/api/v2{RUNS} (page 1 of DAG runs): HTTP 503 Service Unavailable; gave up after 4 tries",
+            server.base
+        ))
+            && message.contains("incomplete input"),
+        "{message}"
+    );
+    assert_eq!(requests_to(&server, RUNS), 4);
+    // Told to come back in a minute, with a deadline of two seconds: no waiting in vain.
+    let server = Server::start(
+        V2,
+        Fault::Status {
+            end: RUNS,
+            status: 429,
+            retry_after: Some(RetryAfter::Seconds(60)),
+            times: usize::MAX,
+        },
+    );
+    let started = Instant::now();
+    let message = error_text(
+        &api(&server, Some(ApiVersion::V2), None).with_retry(RetryPolicy {
+            deadline: Duration::from_secs(2),
+            ..QUICK
+        }),
+        dag,
+    );
+    assert!(
+        message.contains("HTTP 429 Too Many Requests; waiting 60.0s more would pass the deadline of 2.0s (deadline)"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn the_airflow_retry_keys_reach_the_audit() {
+    // `[airflow] retries` bounds the audit's read: exit 2, naming the page, no report.
+    let server = Server::start(
+        V2,
+        Fault::Status {
+            end: "/tries?limit=100&offset=0",
+            status: 503,
+            retry_after: None,
+            times: usize::MAX,
+        },
+    );
+    let scenario = api_scenario(
+        V2,
+        &server,
+        "retries = 1\ntimeout = \"5s\"\ndeadline = \"1m\"\n",
+    );
+    let output = audit(&scenario, PASSWORD, &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(stdout(&output).is_empty());
+    let err = stderr(&output);
+    assert!(
+        err.contains("HTTP 503")
+            && err.contains("gave up after 2 tries")
+            && err.contains("(page 1 of tries)"),
+        "{err}"
+    );
+    // Two 503s on the run listing are outlasted with the default of five retries.
+    let server = Server::start(
+        V2,
+        Fault::Status {
+            end: "/dags/~/dagRuns?limit=100&offset=0",
+            status: 503,
+            retry_after: Some(RetryAfter::Seconds(0)),
+            times: 2,
+        },
+    );
+    let output = audit(&api_scenario(V2, &server, ""), PASSWORD, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
 }

@@ -74,11 +74,16 @@ fn the_nightly_script_fails_on_new_findings_only() {
             .output()
             .unwrap()
     };
-    // The fixture's runs happened on 2026-11-29.
-    let first = night(script_for(
-        "2026-11-29T00:00:00+00:00",
-        "2026-11-30T00:00:00+00:00",
-    ));
+    // The night the fixture's runs happened.
+    let day = crate::scenario::airflow_run_day("airflow-3.3.2");
+    let next = (chrono::NaiveDate::parse_from_str(&day, "%Y-%m-%d").unwrap()
+        + chrono::Days::new(1))
+    .to_string();
+    let (night_start, night_end) = (
+        format!("{day}T00:00:00+00:00"),
+        format!("{next}T00:00:00+00:00"),
+    );
+    let first = night(script_for(&night_start, &night_end));
     assert_eq!(
         first.status.code(),
         Some(1),
@@ -86,29 +91,34 @@ fn the_nightly_script_fails_on_new_findings_only() {
         String::from_utf8_lossy(&first.stderr)
     );
     for file in [
-        "2026-11-30.json",
-        "2026-11-30.plan.md",
-        "2026-11-30.repair.sql",
-        "onceonly.prom",
-        "latest.json",
-        "2026-11-30.evidence/manifest.json",
+        format!("{next}.json"),
+        format!("{next}.html"),
+        "report.html".to_string(),
+        format!("{next}.plan.md"),
+        format!("{next}.repair.sql"),
+        "onceonly.prom".to_string(),
+        "latest.json".to_string(),
+        format!("{next}.evidence/manifest.json"),
     ] {
-        assert!(reports.join(file).exists(), "{file} missing");
+        assert!(reports.join(&file).exists(), "{file} missing");
     }
+    let found = |file: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(reports.join(file)).unwrap()).unwrap()
+    };
+    let first_findings = found(&format!("{next}.json"))["findings"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(first_findings > 0);
     // The next night nothing new happened: the known findings do not fail the job again.
-    let second = night(script_for(
-        "2026-11-29T00:00:00+00:00",
-        "2026-11-30T00:00:00+00:00",
-    ));
+    let second = night(script_for(&night_start, &night_end));
     assert_eq!(
         second.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&second.stderr)
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(reports.join("latest.json")).unwrap())
-            .unwrap();
+    let report = found("latest.json");
     assert_eq!(report["baseline"]["new"], 0);
-    assert_eq!(report["baseline"]["persisting"], 13);
+    assert_eq!(report["baseline"]["persisting"], first_findings);
 }

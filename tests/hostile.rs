@@ -612,8 +612,8 @@ fn a_gzip_bomb_is_refused_as_it_unpacks() {
     .expect("a 2 MiB gzipped page within a 4 MiB limit");
     assert_eq!(listed.provider.height(), 7);
 
-    // 64 MiB unpacked from some 400 KiB on the wire: refused once 1 MiB has unpacked.
-    let mock = serve(7, &["gzip-bomb@1=64"]);
+    // 16 MiB unpacked from some 20 KiB on the wire: refused once 1 MiB has unpacked.
+    let mock = serve(7, &["gzip-bomb@1=16"]);
     let reason = refused(&mock.url(), "max_page_bytes = 1048576");
     assert!(
         reason.contains("page 1")

@@ -13,12 +13,14 @@ use serde_json::{Value, json};
 
 use crate::scenario::{Scenario, fixtures, stderr, stdout};
 
-const STYLES: [MockPagination; 5] = [
+const STYLES: [MockPagination; 7] = [
     MockPagination::Cursor,
     MockPagination::Link,
     MockPagination::LinkBody,
     MockPagination::Page,
     MockPagination::Offset,
+    MockPagination::Stripe,
+    MockPagination::Relay,
 ];
 
 fn state_file() -> std::path::PathBuf {
@@ -37,13 +39,20 @@ fn provider_table(url: &str, style: MockPagination, extra: &str) -> String {
         MockPagination::LinkBody => "pagination = \"link\"\nnext_url = \"links.next\"",
         MockPagination::Page => "pagination = \"page\"\ntotal = \"total\"",
         MockPagination::Offset => "pagination = \"offset\"",
+        MockPagination::Stripe => "pagination = \"stripe\"",
+        MockPagination::Relay => "pagination = \"relay\"\npage_size_param = \"first\"",
+    };
+    let items = if style == MockPagination::Relay {
+        "nodes"
+    } else {
+        "data"
     };
     let text = format!(
         r#"[provider]
 url = "{url}"
 {pagination}
 page_size = 3
-items = "data"
+items = "{items}"
 created_after_param = "created_after"
 created_before_param = "created_before"
 time_format = "epoch_seconds"
@@ -183,12 +192,15 @@ fn expected_rows(objects: &[Value]) -> Vec<String> {
 fn every_pagination_style_lists_exactly_the_state() {
     let objects = state();
     let expected = expected_rows(&objects);
-    assert_eq!(expected.len(), 23);
+    assert_eq!(
+        Some(expected.len() as u64),
+        crate::scenario::airflow_expected("airflow-3.3.2")["counts"]["provider_objects"].as_u64()
+    );
     for style in STYLES {
         let mock = mock(objects.clone(), style, &[]);
         let listed = list(&mock, style, "", Window::unbounded());
         assert_eq!(listed_rows(&listed), expected, "{style:?}");
-        // 20 objects, 3 a page: 7 pages.
+        // At least 20 objects, 3 a page: at least 7 pages.
         assert!(
             listed.coverage.pages >= 7,
             "{style:?}: {:?}",
@@ -311,7 +323,26 @@ fn objects_inserted_mid_listing_are_counted_once() {
 #[test]
 fn listing_failures_are_incomplete_and_named() {
     let objects = state();
-    let cases: [(MockPagination, &[&str], &str, &[&str]); 10] = [
+    let cases: [(MockPagination, &[&str], &str, &[&str]); 13] = [
+        (
+            MockPagination::Stripe,
+            &["repeat-cursor@3"],
+            "",
+            &["page 3", "a cursor it had already sent"],
+        ),
+        (
+            MockPagination::Relay,
+            &["repeat-cursor@2"],
+            "",
+            &["page 2", "a cursor it had already sent"],
+        ),
+        (
+            // A Stripe listing whose `has_more` is looked for in the wrong place.
+            MockPagination::Stripe,
+            &[],
+            "has_more = \"more\"",
+            &["page 1", "the answer has no `more` (has_more)"],
+        ),
         (
             MockPagination::Page,
             &["server-error%1"],
@@ -461,7 +492,12 @@ fn audit_over_the_listing_equals_audit_over_the_snapshot() {
     let snapshot = Scenario::copy_of("airflow/out/airflow-3.3.2");
     let expected = audit(&snapshot, &[]);
     let expected: Value = serde_json::from_slice(&expected.stdout).expect("json report");
-    for style in [MockPagination::Cursor, MockPagination::Page] {
+    for style in [
+        MockPagination::Cursor,
+        MockPagination::Page,
+        MockPagination::Stripe,
+        MockPagination::Relay,
+    ] {
         let mock = mock(state(), style, &[]);
         let scenario = listing_scenario(&mock.url(), style, "");
         let output = audit(&scenario, &[]);
@@ -529,6 +565,24 @@ fn incomplete_listing_exits_2_without_a_report() {
             "mistyped-field@3",
             "",
             "field `created`",
+        ),
+        (
+            MockPagination::Stripe,
+            "lose-next@2",
+            "sub_windows = 1",
+            "no last object to go on from",
+        ),
+        (
+            MockPagination::Relay,
+            "lose-next@2",
+            "sub_windows = 1",
+            "names no cursor to go on from",
+        ),
+        (
+            MockPagination::Offset,
+            "clamp@2=1",
+            "concurrency = 1",
+            "the provider says more follow",
         ),
     ] {
         let mock = mock(state(), style, &[fault]);
@@ -617,34 +671,43 @@ fn secrets_never_appear_in_output() {
 
 #[test]
 fn mock_provider_subcommand_serves_loopback_and_logs_requests() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("requests.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_onceonly"))
-        .args(["mock-provider", "--pagination", "page", "--state"])
-        .arg(state_file())
-        .arg("--request-log")
-        .arg(&log)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    for (flag, style) in [
+        ("page", MockPagination::Page),
+        ("stripe", MockPagination::Stripe),
+        ("relay", MockPagination::Relay),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_onceonly"))
+            .args(["mock-provider", "--pagination", flag, "--state"])
+            .arg(state_file())
+            .args(["--fault", "clamp=2", "--request-log"])
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
         .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let url = line.trim().to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let listing = api(&url, MockPagination::Page, "");
-    let listed = provider_http::list_blocking(&listing, Window::unbounded());
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(listed_rows(&listed.unwrap()), expected_rows(&state()));
-    let requests = std::fs::read_to_string(&log).unwrap();
-    assert!(!requests.is_empty());
-    for request in requests.lines() {
-        assert!(request.starts_with("GET /exports?"), "{request}");
+        let url = line.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        let listing = api(&url, style, "");
+        let listed = provider_http::list_blocking(&listing, Window::unbounded());
+        let _ = child.kill();
+        let _ = child.wait();
+        let listed = listed.unwrap_or_else(|err| panic!("{flag}: {err}"));
+        assert_eq!(listed_rows(&listed), expected_rows(&state()), "{flag}");
+        // 23 objects, at most 2 a page.
+        assert!(listed.coverage.pages >= 12, "{flag}: {:?}", listed.coverage);
+        let requests = std::fs::read_to_string(&log).unwrap();
+        assert!(!requests.is_empty());
+        for request in requests.lines() {
+            assert!(request.starts_with("GET /exports?"), "{request}");
+        }
     }
 
     let refused = scenario_output(&[
@@ -729,4 +792,149 @@ fn config_errors_name_the_key_and_line() {
             "{what}: {needle:?} not in {message:?}"
         );
     }
+}
+
+#[test]
+fn a_full_last_page_ends_the_listing_when_the_provider_says_so() {
+    // 21 objects, 3 a page: the last page is full, and each style says it is the last (a
+    // null cursor, a `Link` header without `next`, `has_more: false`, an empty page 8, …).
+    let objects = hourly(21);
+    for style in STYLES {
+        let mock = mock(objects.clone(), style, &[]);
+        let listed = list(&mock, style, "", Window::unbounded());
+        assert_eq!(listed_rows(&listed), expected_rows(&objects), "{style:?}");
+    }
+}
+
+#[test]
+fn pages_clamped_by_the_provider_are_read_to_the_end_in_every_style() {
+    // The provider serves at most 2 objects whatever `limit` asks: each style's next pointer
+    // or page numbers go on, and nothing is lost.
+    let objects = state();
+    for style in STYLES {
+        let mock = mock(objects.clone(), style, &["clamp=2"]);
+        let listed = list(&mock, style, "concurrency = 1", Window::unbounded());
+        assert_eq!(listed_rows(&listed), expected_rows(&objects), "{style:?}");
+        assert!(
+            listed.coverage.pages >= 12,
+            "{style:?}: {:?}",
+            listed.coverage
+        );
+    }
+    // Clamped on one page only: a short page is no end where a pointer leads on.
+    for style in [
+        MockPagination::Cursor,
+        MockPagination::Link,
+        MockPagination::LinkBody,
+        MockPagination::Stripe,
+        MockPagination::Relay,
+    ] {
+        let mock = mock(objects.clone(), style, &["clamp@2=1"]);
+        let listed = list(&mock, style, "", Window::unbounded());
+        assert_eq!(listed_rows(&listed), expected_rows(&objects), "{style:?}");
+    }
+}
+
+#[test]
+fn a_page_cut_short_while_the_provider_says_more_is_incomplete() {
+    // Page 2 comes back with one object while the page says more follow: a page or offset
+    // listing cannot tell what it missed, so it stops.
+    let objects = state();
+    let total = format!("the total `total` is {}", objects.len());
+    for (style, extra, signal) in [
+        (MockPagination::Page, "concurrency = 1", total.as_str()),
+        (
+            MockPagination::Offset,
+            "concurrency = 1",
+            "`has_more` is true",
+        ),
+        (
+            MockPagination::Offset,
+            "concurrency = 1\ntotal = \"total\"",
+            total.as_str(),
+        ),
+    ] {
+        let mock = mock(objects.clone(), style, &["clamp@2=1"]);
+        let reason = incomplete(&mock, style, extra);
+        for needle in [
+            "page 2",
+            "the listing would end on this page, but",
+            signal,
+            mock.url().as_str(),
+        ] {
+            assert!(
+                reason.contains(needle),
+                "{style:?}: {needle:?} not in {reason}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_page_that_says_more_but_names_no_way_on_is_incomplete() {
+    let objects = state();
+    let total = format!(
+        "the listing would end on this page, but the total `total` is {}",
+        objects.len()
+    );
+    for (style, needle) in [
+        (
+            MockPagination::Cursor,
+            "a full page of 3 objects, and the answer has no `next_cursor` (next_cursor)",
+        ),
+        (
+            MockPagination::Link,
+            "a full page of 3 objects, and no `Link` header",
+        ),
+        (
+            MockPagination::LinkBody,
+            "a full page of 3 objects, and the answer has no `links.next` (next_url)",
+        ),
+        (MockPagination::Page, total.as_str()),
+        (
+            MockPagination::Offset,
+            "the listing would end on this page, but `has_more` is true",
+        ),
+        (
+            MockPagination::Stripe,
+            "`has_more` is true on a page with no objects",
+        ),
+        (
+            MockPagination::Relay,
+            "`pageInfo.hasNextPage` is true, but `pageInfo.endCursor` names no cursor",
+        ),
+    ] {
+        let mock = mock(objects.clone(), style, &["lose-next@2"]);
+        let reason = incomplete(&mock, style, "concurrency = 1");
+        assert!(
+            reason.contains(needle) && reason.contains("page 2"),
+            "{style:?}: {needle:?} not in {reason}"
+        );
+        assert!(reason.contains(&mock.url()), "{reason}");
+    }
+}
+
+#[test]
+fn a_stripe_listing_read_as_a_cursor_listing_stops_instead_of_reporting_false_findings() {
+    // The reported case: Stripe's pages carry `has_more` and no `next_cursor`. Read as a
+    // cursor listing, the first page used to be taken as the whole listing, and the audit
+    // reported M001 and L002 on live exports.
+    let mock = mock(state(), MockPagination::Stripe, &[]);
+    let scenario = listing_scenario(&mock.url(), MockPagination::Cursor, "sub_windows = 1");
+    let output = audit(&scenario, &[]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(stdout(&output).is_empty(), "no report over one page");
+    for needle in [
+        "incomplete input: provider listing",
+        mock.url().as_str(),
+        "page 1",
+        "a full page of 3 objects, and the answer has no `next_cursor` (next_cursor)",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+    }
+    // Configured as what it is, the same provider audits like the snapshot.
+    let scenario = listing_scenario(&mock.url(), MockPagination::Stripe, "");
+    let output = audit(&scenario, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
 }

@@ -29,6 +29,11 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// The commands that read production, against the real Airflow 3.3.2 run.
 fn readers(config: &str) -> Vec<(&'static str, Vec<String>)> {
     let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let [first, _, last] = crate::scenario::airflow_days("airflow-3.3.2");
+    let after = format!(
+        "{}T23:59:59Z",
+        crate::scenario::airflow_run_day("airflow-3.3.2")
+    );
     vec![
         (
             "audit",
@@ -43,7 +48,7 @@ fn readers(config: &str) -> Vec<(&'static str, Vec<String>)> {
                 "--dag",
                 "onceonly_b_unstable_key",
                 "--interval",
-                "2026-11-26",
+                &first,
             ]),
         ),
         (
@@ -55,11 +60,11 @@ fn readers(config: &str) -> Vec<(&'static str, Vec<String>)> {
                 "--dag",
                 "onceonly_d_rerun_after_success",
                 "--from",
-                "2026-11-26",
+                &first,
                 "--to",
-                "2026-11-28",
+                &last,
                 "--at",
-                "2026-11-29T09:14:18Z",
+                &after,
             ]),
         ),
         ("doctor", args(&["doctor", "--config", config])),

@@ -26,9 +26,16 @@ fn a_saved_snapshot_gives_the_same_report_offline() {
         &std::fs::read_to_string(scenario.path("evidence/manifest.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(manifest["tables"]["attempts"]["rows"], 31);
-    assert_eq!(manifest["tables"]["journal"]["rows"], 58);
-    assert_eq!(manifest["tables"]["provider"]["rows"], 23);
+    let counts = &crate::scenario::airflow_expected("airflow-3.3.2")["counts"];
+    assert_eq!(manifest["tables"]["attempts"]["rows"], counts["tries"]);
+    assert_eq!(
+        manifest["tables"]["journal"]["rows"],
+        counts["journal_rows"]
+    );
+    assert_eq!(
+        manifest["tables"]["provider"]["rows"],
+        counts["provider_objects"]
+    );
     assert_eq!(manifest["content_hash"].as_str().unwrap().len(), 64);
 }
 
@@ -61,4 +68,59 @@ fn a_changed_or_incomplete_snapshot_is_refused() {
         "{}",
         stderr(&output)
     );
+}
+
+/// A snapshot saved before `attempts` had `dag_timezone`: the same audit's snapshot with that
+/// column taken out of `attempts.parquet` (and the manifest's hashes made to match).
+fn without_dag_timezone(dir: &std::path::Path) {
+    use polars::prelude::*;
+    use sha2::{Digest, Sha256};
+    let hex = |bytes: &[u8]| -> String {
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let path = dir.join("attempts.parquet");
+    let mut attempts = ParquetReader::new(std::fs::File::open(&path).unwrap())
+        .finish()
+        .unwrap()
+        .drop("dag_timezone")
+        .unwrap();
+    let mut bytes = Vec::new();
+    ParquetWriter::new(&mut bytes)
+        .finish(&mut attempts)
+        .unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let manifest_path = dir.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest["tables"]["attempts"]["sha256"] = hex(&bytes).into();
+    let hashes: Vec<&str> = ["attempts", "journal", "provider"]
+        .iter()
+        .map(|table| manifest["tables"][table]["sha256"].as_str().unwrap())
+        .collect();
+    manifest["content_hash"] = hex(hashes.join("\n").as_bytes()).into();
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+}
+
+#[test]
+fn a_snapshot_from_before_the_dags_zone_still_loads() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let dir = scenario.path("evidence");
+    let dir = dir.to_str().unwrap();
+    let now = scenario.audit(&["--format", "json", "--save-snapshot", dir]);
+    assert_eq!(now.status.code(), Some(1), "{}", stderr(&now));
+    without_dag_timezone(&scenario.path("evidence"));
+    let old = scenario.audit(&["--format", "json", "--from-snapshot", dir]);
+    assert_eq!(old.status.code(), Some(1), "{}", stderr(&old));
+    let report = |output: &std::process::Output| -> serde_json::Value {
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let (now, old) = (report(&now), report(&old));
+    // Without the zone the Berlin DAG's keys are expected in UTC; its tries journaled their
+    // keys, so the findings and verdicts are those of the audit that knew the zone.
+    assert_eq!(old["findings"], now["findings"]);
+    assert_eq!(old["summary"], now["summary"]);
+    assert_eq!(old["coverage"]["tries"], now["coverage"]["tries"]);
 }

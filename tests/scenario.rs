@@ -83,6 +83,38 @@ impl Scenario {
     }
 }
 
+/// `onceonly synth` into a temporary folder: the folder (kept while the first value lives) and
+/// the path of the scenario in it.
+pub fn synthesized(
+    intervals: &str,
+    dags: &str,
+    seed: &str,
+    rates: &str,
+) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = dir
+        .path()
+        .join("s")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string();
+    let made = onceonly(&[
+        "synth",
+        "--intervals",
+        intervals,
+        "--dags",
+        dags,
+        "--seed",
+        seed,
+        "--out",
+        &out,
+        "--rates",
+        rates,
+    ]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    (dir, out)
+}
+
 pub fn onceonly(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_onceonly"))
         .args(args)
@@ -98,4 +130,83 @@ pub fn stdout(output: &Output) -> String {
 
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// What the generator derived from a real-Airflow fixture run (`fixtures/airflow/out/VERSION/
+/// expected.json`): counts, runs, tries and findings, so tests follow a regenerated fixture.
+pub fn airflow_expected(version: &str) -> serde_json::Value {
+    let path = fixtures()
+        .join("airflow/out")
+        .join(version)
+        .join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("expected.json")).expect("json")
+}
+
+/// The start of every try of a real-Airflow fixture run (RFC 3339, UTC), earliest first.
+pub fn airflow_try_starts(version: &str) -> Vec<String> {
+    let expected = airflow_expected(version);
+    let mut starts: Vec<String> = Vec::new();
+    for runs in expected["dags"].as_object().expect("dags").values() {
+        for run in runs.as_array().expect("runs") {
+            for task in run["task_instances"].as_array().expect("task instances") {
+                for tri in task["tries"].as_array().expect("tries") {
+                    if let Some(start) = tri["start_date"].as_str() {
+                        starts.push(start.to_string());
+                    }
+                }
+            }
+        }
+    }
+    starts.sort();
+    starts
+}
+
+/// The UTC day the fixture's scenarios ran (the earliest try's start), as `YYYY-MM-DD`.
+pub fn airflow_run_day(version: &str) -> String {
+    airflow_try_starts(version)[0][..10].to_string()
+}
+
+/// The creation times (epoch seconds) of a DAG's first object per interval in a real-Airflow
+/// fixture run, in interval order: `(interval start as YYYY-MM-DD, created)`.
+pub fn airflow_first_objects(version: &str, dag: &str) -> Vec<(String, i64)> {
+    let path = fixtures()
+        .join("airflow/out")
+        .join(version)
+        .join("provider_state.json");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("provider state"))
+            .expect("json");
+    let mut first: std::collections::BTreeMap<String, i64> = Default::default();
+    for object in state["objects"].as_array().expect("objects") {
+        if object["metadata"]["dag_id"] != dag {
+            continue;
+        }
+        let day = object["metadata"]["interval_start"]
+            .as_str()
+            .expect("interval")[..10]
+            .to_string();
+        let created = object["created"].as_i64().expect("created");
+        let earliest = first.entry(day).or_insert(created);
+        *earliest = (*earliest).min(created);
+    }
+    first.into_iter().collect()
+}
+
+/// An epoch second as RFC 3339 UTC (`2026-11-30T23:44:16Z`).
+pub fn rfc3339(epoch: i64) -> String {
+    chrono::DateTime::from_timestamp(epoch, 0)
+        .expect("a time")
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The catch-up start date of a real-Airflow fixture run and the two days after it: the three
+/// scheduled intervals of its scenarios, as `YYYY-MM-DD`.
+pub fn airflow_days(version: &str) -> [String; 3] {
+    let start = airflow_expected(version)["start_date"]
+        .as_str()
+        .expect("start_date")
+        .to_string();
+    let day = chrono::NaiveDate::parse_from_str(&start, "%Y-%m-%d").expect("a date");
+    [0, 1, 2].map(|n| (day + chrono::Days::new(n)).to_string())
 }

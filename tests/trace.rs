@@ -1,11 +1,15 @@
 //! `onceonly trace`: one incident in one command's output, and its HTML timeline.
 
-use std::process::Command;
-
-use crate::scenario::{Scenario, onceonly, stderr, stdout};
+use crate::scenario::{Scenario, airflow_days, onceonly, stderr, stdout};
 
 fn real_run() -> Scenario {
     Scenario::copy_of("airflow/out/airflow-3.3.2")
+}
+
+/// The first scheduled interval of the real run, where its scenarios put their faults.
+fn first_day() -> String {
+    let [first, _, _] = airflow_days("airflow-3.3.2");
+    first
 }
 
 fn trace(scenario: &Scenario, args: &[&str]) -> std::process::Output {
@@ -18,13 +22,14 @@ fn trace(scenario: &Scenario, args: &[&str]) -> std::process::Output {
 #[test]
 fn one_command_shows_which_try_created_which_object_and_what_to_do() {
     let scenario = real_run();
+    let day = first_day();
     let output = trace(
         &scenario,
         &[
             "--dag",
             "onceonly_b_unstable_key",
             "--interval",
-            "2026-11-26",
+            &day,
             "--format",
             "json",
         ],
@@ -78,12 +83,7 @@ fn one_command_shows_which_try_created_which_object_and_what_to_do() {
 
     let table = stdout(&trace(
         &scenario,
-        &[
-            "--dag",
-            "onceonly_b_unstable_key",
-            "--interval",
-            "2026-11-26",
-        ],
+        &["--dag", "onceonly_b_unstable_key", "--interval", &day],
     ));
     assert!(
         table.contains("lost-response") && table.contains("void-duplicate [needs approval]"),
@@ -94,13 +94,16 @@ fn one_command_shows_which_try_created_which_object_and_what_to_do() {
 #[test]
 fn run_id_and_key_select_the_same_incident() {
     let scenario = real_run();
+    let day = first_day();
+    let run_id = format!("scheduled__{day}T00:00:00+00:00");
+    let key = format!("exp:onceonly_d_rerun_after_success:export:{day}");
     let by_run = trace(
         &scenario,
         &[
             "--dag",
             "onceonly_d_rerun_after_success",
             "--run-id",
-            "scheduled__2026-11-26T00:00:00+00:00",
+            &run_id,
             "--format",
             "json",
         ],
@@ -111,7 +114,7 @@ fn run_id_and_key_select_the_same_incident() {
             "--dag",
             "onceonly_d_rerun_after_success",
             "--key",
-            "exp:onceonly_d_rerun_after_success:export:2026-11-26",
+            &key,
             "--format",
             "json",
         ],
@@ -156,14 +159,7 @@ fn nothing_to_trace_exits_two() {
     );
 }
 
-const HOSTILE_HTML: &str = "<img src=x onerror=alert(1)>\"'&<script>alert(2)</script>";
-
-fn chromium() -> Option<String> {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .map(|name| format!("/usr/bin/{name}"))
-        .find(|path| std::path::Path::new(path).exists())
-}
+pub const HOSTILE_HTML: &str = "<img src=x onerror=alert(1)>\"'&<script>alert(2)</script>";
 
 #[test]
 fn the_html_timeline_is_self_contained_escaped_and_renders() {
@@ -208,52 +204,17 @@ fn the_html_timeline_is_self_contained_escaped_and_renders() {
         "no escape sequence reaches the terminal"
     );
 
-    let Some(chromium) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install chromium to check the rendering"
-        );
-        eprintln!("rendering not checked: no chromium");
+    let Some(chromium) = crate::chromium::Chromium::find("the timeline's rendering") else {
         return;
     };
-    let profile = tempfile::tempdir().unwrap();
     let png = scenario.path("trace.png");
-    let base = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ];
-    let run = |extra: &[String]| {
-        Command::new(&chromium)
-            .args(base)
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .args(extra)
-            .output()
-            .unwrap()
-    };
-    let url = format!("file://{}", html.display());
-    let shot = run(&[
-        format!("--screenshot={}", png.display()),
-        "--window-size=1200,900".into(),
-        url.clone(),
-    ]);
-    assert!(
-        png.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&shot.stderr)
-    );
+    chromium.screenshot(&html, &png, 1200, 900);
     let size = std::fs::metadata(&png).unwrap().len();
     assert!(
         size > 10_000,
         "the screenshot is nearly empty ({size} bytes)"
     );
-    let dom = run(&["--dump-dom".into(), url]);
-    let dom = String::from_utf8_lossy(&dom.stdout);
+    let dom = chromium.dom(&html);
     assert!(
         dom.contains("<svg") && dom.contains("onceonly trace"),
         "{dom}"
@@ -262,9 +223,6 @@ fn the_html_timeline_is_self_contained_escaped_and_renders() {
         !dom.contains("<img"),
         "the injected element exists in the rendered page"
     );
-    if let Ok(keep) = std::env::var("ONCEONLY_KEEP_SCREENSHOT") {
-        std::fs::copy(&png, keep).unwrap();
-    }
 }
 
 /// Two DAGs under one glob operation share a day (fixtures/rules/glob-operation): tracing one

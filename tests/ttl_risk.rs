@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::scenario::{Scenario, onceonly, stderr};
+use crate::scenario::{Scenario, airflow_days, airflow_first_objects, onceonly, rfc3339, stderr};
+
+const V3: &str = "airflow-3.3.2";
 
 fn risk(scenario: &Scenario, args: &[&str]) -> (Option<i32>, serde_json::Value) {
     let config = scenario.config();
@@ -39,35 +41,69 @@ fn classes(report: &serde_json::Value) -> BTreeMap<String, String> {
         .collect()
 }
 
-const RUN_DAY: [&str; 4] = ["--from", "2026-11-26", "--to", "2026-11-28"];
+/// `--from`/`--to` over the three scheduled intervals of the fixture's scenarios.
+fn run_days() -> Vec<String> {
+    let [first, _, last] = airflow_days(V3);
+    vec!["--from".into(), first, "--to".into(), last]
+}
+
+/// A moment of the fixture run: scenario d's keys live 5 s at the fake provider, and this is
+/// 4 s after d's second interval's object was created, so the first interval's key has
+/// expired and the others' have not. Also returns when the second key expires.
+fn while_ds_second_key_lives() -> (String, String) {
+    let d = airflow_first_objects(V3, "onceonly_d_rerun_after_success");
+    assert!(
+        d[1].1 - d[0].1 > 1,
+        "d's first key expired before the second: {d:?}"
+    );
+    (rfc3339(d[1].1 + 4), rfc3339(d[1].1 + 5))
+}
+
+/// A minute after the fixture run's last object.
+fn after_the_run() -> String {
+    let last = [
+        "onceonly_b_unstable_key",
+        "onceonly_c_exhausted",
+        "onceonly_f_api_clear",
+    ]
+    .iter()
+    .flat_map(|dag| airflow_first_objects(V3, dag))
+    .map(|(_, created)| created)
+    .max()
+    .unwrap();
+    rfc3339(last + 60)
+}
+
+fn days_with(args: &[&str]) -> Vec<String> {
+    args.iter()
+        .map(|arg| arg.to_string())
+        .chain(run_days())
+        .collect()
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
 
 #[test]
 fn expired_keys_are_at_risk_and_live_ones_deduplicated() {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    // The fake provider kept scenario d's keys for 5 s after each object was created (10:01:14,
-    // :21 and :27).
-    let mut args = vec![
-        "--dag",
-        "onceonly_d_rerun_after_success",
-        "--at",
-        "2026-11-29T10:01:25Z",
-    ];
-    args.extend(RUN_DAY);
-    let (code, report) = risk(&scenario, &args);
+    // The fake provider kept scenario d's keys for 5 s after each object was created.
+    let (at, expires) = while_ds_second_key_lives();
+    let args = days_with(&["--dag", "onceonly_d_rerun_after_success", "--at", &at]);
+    let (code, report) = risk(&scenario, &refs(&args));
     assert_eq!(code, Some(1), "an at-risk interval fails the check");
+    let [first, second, third] = airflow_days(V3);
     let expected: BTreeMap<String, String> = [
-        ("2026-11-26[-1]", "at-risk"),
-        ("2026-11-27[-1]", "deduplicated"),
-        ("2026-11-28[-1]", "deduplicated"),
+        (format!("{first}[-1]"), "at-risk"),
+        (format!("{second}[-1]"), "deduplicated"),
+        (format!("{third}[-1]"), "deduplicated"),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .map(|(k, v)| (k, v.to_string()))
     .collect();
     assert_eq!(classes(&report), expected);
-    assert_eq!(
-        report["intervals"][1]["key_expires"],
-        "2026-11-29T10:01:26Z"
-    );
+    assert_eq!(report["intervals"][1]["key_expires"], expires);
     assert!(
         report["intervals"][0]["repair"]
             .as_str()
@@ -85,21 +121,15 @@ fn expired_keys_are_at_risk_and_live_ones_deduplicated() {
 #[test]
 fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    let mut args = vec![
-        "--dag",
-        "onceonly_c_exhausted",
-        "--at",
-        "2026-11-29T10:02:00Z",
-    ];
-    args.extend(RUN_DAY);
-    let (_, report) = risk(&scenario, &args);
+    let at = after_the_run();
+    let [first, second, _] = airflow_days(V3);
+    let (first, second) = (format!("{first}[-1]"), format!("{second}[-1]"));
+    let args = days_with(&["--dag", "onceonly_c_exhausted", "--at", &at]);
+    let (_, report) = risk(&scenario, &refs(&args));
     let c = classes(&report);
-    assert_eq!(
-        c["2026-11-26[-1]"], "safe",
-        "retries exhausted, nothing was created"
-    );
+    assert_eq!(c[&first], "safe", "retries exhausted, nothing was created");
     // No TTL is configured for c: its other intervals have objects but nothing to decide with.
-    assert_eq!(c["2026-11-27[-1]"], "unknown");
+    assert_eq!(c[&second], "unknown");
     assert!(
         report["intervals"][1]["reason"]
             .as_str()
@@ -107,19 +137,18 @@ fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
             .contains("no key TTL")
     );
 
-    let mut args = vec![
+    let args = days_with(&[
         "--dag",
         "onceonly_b_unstable_key",
         "--ttl",
         "stripe",
         "--at",
-        "2026-11-29T10:02:00Z",
-    ];
-    args.extend(RUN_DAY);
-    let (_, report) = risk(&scenario, &args);
+        &at,
+    ]);
+    let (_, report) = risk(&scenario, &refs(&args));
     let b = classes(&report);
-    assert_eq!(b["2026-11-26[-1]"], "at-risk", "tries used different keys");
-    assert_eq!(b["2026-11-27[-1]"], "deduplicated", "within Stripe's 24 h");
+    assert_eq!(b[&first], "at-risk", "tries used different keys");
+    assert_eq!(b[&second], "deduplicated", "within Stripe's 24 h");
     assert!(
         report["ttl_source"].as_str().unwrap().contains("Stripe"),
         "{}",
@@ -127,18 +156,10 @@ fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
     );
 
     // Mapped tasks are separate operations: one row per map index.
-    let mut args = vec![
-        "--dag",
-        "onceonly_f_api_clear",
-        "--ttl",
-        "24h",
-        "--at",
-        "2026-11-29T10:02:00Z",
-    ];
-    args.extend(RUN_DAY);
-    let (code, report) = risk(&scenario, &args);
+    let args = days_with(&["--dag", "onceonly_f_api_clear", "--ttl", "24h", "--at", &at]);
+    let (code, report) = risk(&scenario, &refs(&args));
     assert_eq!(code, Some(0), "nothing at risk");
-    assert!(classes(&report).contains_key("2026-11-26[1]"));
+    assert!(classes(&report).contains_key(&first.replace("[-1]", "[1]")));
 }
 
 fn with_backfill(sql: Option<&'static str>) -> Scenario {
@@ -157,16 +178,19 @@ fn with_backfill(sql: Option<&'static str>) -> Scenario {
 #[test]
 fn a_planned_airflow_backfill_is_read_from_the_metadata_database() {
     let scenario = with_backfill(None);
-    let (code, report) = risk(
-        &scenario,
-        &["--backfill-id", "1", "--at", "2026-11-29T10:01:25Z"],
-    );
+    let (at, _) = while_ds_second_key_lives();
+    let (code, report) = risk(&scenario, &["--backfill-id", "1", "--at", &at]);
     assert_eq!(code, Some(1));
     assert_eq!(report["dag_id"], "onceonly_d_rerun_after_success");
     assert_eq!(report["reprocess_behavior"], "completed");
+    // The backfill was created over the run's three days (fixtures/airflow/README.md).
+    let [first, _, last] = airflow_days(V3);
     assert_eq!(
         (report["from"].as_str(), report["to"].as_str()),
-        (Some("2026-11-26T00:00:00Z"), Some("2026-11-28T00:00:00Z"))
+        (
+            Some(format!("{first}T00:00:00Z").as_str()),
+            Some(format!("{last}T00:00:00Z").as_str())
+        )
     );
     assert_eq!(report["summary"]["at-risk"], 1);
 
@@ -174,10 +198,7 @@ fn a_planned_airflow_backfill_is_read_from_the_metadata_database() {
     let none = with_backfill(Some(
         "UPDATE backfill SET reprocess_behavior = 'none' WHERE id = 1",
     ));
-    let (code, report) = risk(
-        &none,
-        &["--backfill-id", "1", "--at", "2026-11-29T10:01:25Z"],
-    );
+    let (code, report) = risk(&none, &["--backfill-id", "1", "--at", &at]);
     assert_eq!(code, Some(0));
     assert_eq!(report["summary"]["safe"], 3);
     assert!(

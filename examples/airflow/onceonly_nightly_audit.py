@@ -3,8 +3,10 @@
 Every night it audits the tries that ran during the previous day, keeps the report, and
 compares it with the previous night's report: the task fails only when a finding is *new*
 (`--fail-on-new`), so a known problem that is being worked on does not page anyone twice.
-It also writes metrics for node_exporter's textfile collector and a repair plan and SQL
-script beside the report for whoever picks the failure up.
+It also writes metrics for node_exporter's textfile collector, and beside the JSON report a
+self-contained HTML page (report.html: coverage, counts, a picture of every DAG's intervals,
+the findings with each rule's explanation) and a repair plan and SQL script for whoever picks
+the failure up.
 
 Set ONCEONLY_CONFIG to the onceonly.toml of the installation and ONCEONLY_REPORTS to a folder
 the workers share (the previous report must be there the next night).
@@ -30,7 +32,7 @@ fi
 status=0
 onceonly audit --config "$ONCEONLY_CONFIG" \
     --since "{{ data_interval_start | ts }}" --until "{{ data_interval_end | ts }}" \
-    --format json --output "$today.json" \
+    --format json --output "$today.json" --html "$today.html" \
     --plan "$today.plan.md" --sql "$today.repair.sql" \
     --metrics "${ONCEONLY_METRICS:-$reports/onceonly.prom}" \
     --save-snapshot "$today.evidence" \
@@ -38,6 +40,7 @@ onceonly audit --config "$ONCEONLY_CONFIG" \
 # Exit 2 is an incomplete or unreadable source: no report to compare against tomorrow.
 if [ "$status" -ne 2 ]; then
     cp "$today.json" "$reports/latest.json"
+    cp "$today.html" "$reports/report.html"
 fi
 exit "$status"
 """

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use onceonly::sources::provider_http::{
-    Auth, JsonPath, Pagination, ProviderApi, Window, parse_page,
+    Auth, JsonPath, MoreFlag, Pagination, ProviderApi, Window, parse_page,
 };
+use onceonly::sources::retry::RetryPolicy;
 
 fn api(nested: bool) -> ProviderApi {
     let path = |text: &str| JsonPath::parse(text).expect("a fixed path");
@@ -32,6 +33,7 @@ fn api(nested: bool) -> ProviderApi {
         page_size: 100,
         items: path(if nested { "result.items" } else { "data" }),
         total: None,
+        has_more: MoreFlag::IfPresent(path("has_more")),
         created_after_param: None,
         created_before_param: None,
         time_format: onceonly::sources::provider_http::TimeFormat::Rfc3339,
@@ -40,15 +42,17 @@ fn api(nested: bool) -> ProviderApi {
         auth: Auth::None,
         concurrency: 1,
         min_interval: None,
-        retries: 0,
-        timeout: Duration::from_secs(1),
-        deadline: Duration::from_secs(1),
+        retry: RetryPolicy {
+            retries: 0,
+            backoff: Duration::from_millis(1),
+            timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(1),
+        },
         max_pages: 1,
         max_page_bytes: 1 << 20,
         max_objects: 1_000,
         sub_windows: 1,
         slack: 0,
-        backoff: Duration::from_millis(1),
     }
 }
 

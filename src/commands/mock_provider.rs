@@ -2,19 +2,23 @@
 //!
 //! It serves the objects of a provider state file (`{"objects": [{"id", "created", …}]}`, the
 //! format the real-Airflow fixture generator writes; other top-level keys are ignored) at
-//! `GET /exports`, sorted by `created` then `id`, in one of five pagination styles:
+//! `GET /exports`, sorted by `created` then `id` (Stripe's newest first), in one of seven
+//! pagination styles:
 //!
 //! | style | request | body |
 //! |---|---|---|
 //! | `cursor` | `?cursor=T` | `{"data": […], "has_more": b, "next_cursor": T or null}` |
-//! | `link` | the URL of the `Link: <…>; rel="next"` header | `{"data": […]}` |
+//! | `link` | the URL of the `Link: <…>; rel="next"` header (every page also links `rel="first"`) | `{"data": […]}` |
 //! | `link-body` | the URL in the body | `{"data": […], "links": {"next": URL or null}}` |
-//! | `page` | `?page=N` (from 1) | `{"data": […], "total": n, "page": N}` |
-//! | `offset` | `?offset=N` (from 0) | `{"data": […], "total": n}` |
+//! | `page` | `?page=N` (from 1) | `{"data": […], "total": n, "has_more": b, "page": N}` |
+//! | `offset` | `?offset=N` (from 0) | `{"data": […], "total": n, "has_more": b}` |
+//! | `stripe` | `?starting_after=ID` (the last object's id) | `{"object": "list", "data": […], "has_more": b}` |
+//! | `relay` | `?after=C` (and `first`) | `{"nodes": […], "pageInfo": {"hasNextPage": b, "endCursor": C or null}, "totalCount": n}` |
 //!
-//! Every style takes `limit` (the page size, default `--page-size`) and `created_after` /
-//! `created_before` (RFC 3339 or epoch seconds/milliseconds, both bounds inclusive). Cursors
-//! are keyset cursors (the last object's created time and id), as real cursor APIs use.
+//! Every style takes `limit` (the page size, default `--page-size`; relay's `first` as well)
+//! and `created_after` / `created_before` (RFC 3339 or epoch seconds/milliseconds, both bounds
+//! inclusive). Cursors are keyset cursors (the last object's created time and id), as real
+//! cursor APIs use; relay's are opaque (base64).
 //!
 //! Faults (`--fault KIND@N` on the Nth listing request, `KIND%K` on every Kth, `=VALUE`
 //! for a parameter): `rate-limit` (429 with `Retry-After: VALUE` seconds, default 1),
@@ -27,7 +31,11 @@
 //! `missing-field` (the first object on the page lacks `id`), `mistyped-field` (its
 //! `created` is not a time), `huge` (a valid page padded to VALUE MiB, default 80),
 //! `gzip-bomb` (a valid page, gzipped, that unpacks to VALUE MiB, default 100, from a body
-//! of about a thousandth of that).
+//! of about a thousandth of that), `clamp` (at most VALUE objects a page whatever `limit`
+//! asks, the style's own "more" signals kept true; `clamp=N` alone clamps every request, as
+//! providers that cap their page size do), `lose-next` (the page says more follow but names no
+//! way on: no `next_cursor` key, no `Link` header, no `links.next`; for page, offset and
+//! stripe an empty `data`, for relay a null `endCursor`, with `has_more`/`hasNextPage` true).
 //!
 //! The server is a small hand-written HTTP/1.1 (one request per connection) over tokio, to
 //! add no dependencies. It only ever binds a loopback address.
@@ -40,6 +48,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -55,6 +64,8 @@ pub enum MockPagination {
     LinkBody,
     Page,
     Offset,
+    Stripe,
+    Relay,
 }
 
 /// When a fault strikes: on the Nth listing request, or on every Kth.
@@ -95,6 +106,10 @@ pub enum FaultKind {
     Huge(u64),
     /// A valid page, gzipped, that unpacks to this many MiB.
     GzipBomb(u64),
+    /// At most this many objects a page, whatever `limit` asks.
+    Clamp(usize),
+    /// The page says more follow but names no way on.
+    LoseNext,
 }
 
 /// A switchable fault: `rate-limit@3`, `server-error%2`, `slow@2=1500`, `insert@2=3`, ….
@@ -113,7 +128,7 @@ impl FromStr for Fault {
                 "{text:?}: write KIND@N (the Nth request) or KIND%K (every Kth), optionally =VALUE; \
                  KIND is rate-limit, rate-limit-date, server-error, slow, drop, truncated, \
                  invalid-json, repeat-cursor, insert, change, missing-field, mistyped-field, \
-                 huge or gzip-bomb"
+                 huge, gzip-bomb, clamp or lose-next; clamp=N alone clamps every request"
             )
         };
         let (head, value) = match text.split_once('=') {
@@ -124,6 +139,8 @@ impl FromStr for Fault {
             (kind, Trigger::At(n.parse().map_err(|_| usage())?))
         } else if let Some((kind, k)) = head.split_once('%') {
             (kind, Trigger::Every(k.parse().map_err(|_| usage())?))
+        } else if head == "clamp" && value.is_some() {
+            (head, Trigger::Every(1))
         } else {
             return Err(usage());
         };
@@ -154,6 +171,8 @@ impl FromStr for Fault {
             "mistyped-field" => FaultKind::MistypedField,
             "huge" => FaultKind::Huge(number(80)?),
             "gzip-bomb" => FaultKind::GzipBomb(number(100)?),
+            "clamp" => FaultKind::Clamp(number(1)?.max(1) as usize),
+            "lose-next" => FaultKind::LoseNext,
             _ => return Err(usage()),
         };
         Ok(Fault { kind, trigger })
@@ -573,12 +592,7 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
     }
 
     let params: BTreeMap<String, String> = url.query_pairs().into_owned().collect();
-    let mut answer = match listing(
-        state,
-        &url,
-        &params,
-        faults.contains(&FaultKind::RepeatCursor),
-    ) {
+    let mut answer = match listing(state, &url, &params, &faults) {
         Ok(answer) => answer,
         Err(message) => return error(400, &message),
     };
@@ -587,7 +601,12 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
         faults.contains(&FaultKind::MissingField) || faults.contains(&FaultKind::MistypedField);
     if damage {
         let mut body: Value = serde_json::from_slice(&answer.body).expect("the mock's own JSON");
-        if let Some(object) = body["data"].get_mut(0).and_then(Value::as_object_mut) {
+        let items = if body["nodes"].is_array() {
+            "nodes"
+        } else {
+            "data"
+        };
+        if let Some(object) = body[items].get_mut(0).and_then(Value::as_object_mut) {
             if faults.contains(&FaultKind::MissingField) {
                 object.remove("id");
             }
@@ -623,123 +642,22 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
     answer
 }
 
-/// `body` followed by `padding` spaces, gzipped: one fixed-Huffman deflate block in which
-/// the spaces are back-references of 258 bytes, 13 bits each, so a GiB packs into about
-/// 6 MiB. Written by hand to add no dependency; a real gzip decoder unpacks it exactly.
+/// `body` followed by `padding` spaces, gzipped: the spaces pack about a thousand to one.
 fn gzip_padded(body: &[u8], padding: u64) -> Vec<u8> {
-    struct Bits {
-        out: Vec<u8>,
-        byte: u32,
-        used: u32,
-    }
-    impl Bits {
-        /// `count` bits of `value`, least significant first (deflate's packing order).
-        fn put(&mut self, value: u32, count: u32) {
-            for bit in 0..count {
-                self.byte |= ((value >> bit) & 1) << self.used;
-                self.used += 1;
-                if self.used == 8 {
-                    self.out.push(self.byte as u8);
-                    self.byte = 0;
-                    self.used = 0;
-                }
-            }
-        }
-        /// A Huffman code: most significant bit first.
-        fn code(&mut self, code: u32, count: u32) {
-            let reversed = code.reverse_bits() >> (32 - count);
-            self.put(reversed, count);
-        }
-        fn literal(&mut self, byte: u8) {
-            match byte {
-                0..=143 => self.code(0x30 + u32::from(byte), 8),
-                _ => self.code(0x190 + u32::from(byte) - 144, 9),
-            }
-        }
-    }
-    let mut crc = Crc32::new();
-    let mut bits = Bits {
-        out: vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff],
-        byte: 0,
-        used: 0,
-    };
-    bits.put(1, 1); // the last block
-    bits.put(1, 2); // fixed Huffman codes
-    for byte in body {
-        bits.literal(*byte);
-    }
-    crc.update(body);
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let spaces = [b' '; 64 * 1024];
     let mut left = padding;
-    if left > 0 {
-        bits.literal(b' ');
-        left -= 1;
-    }
-    while left >= 258 {
-        bits.code(0xC5, 8); // length 258 (code 285)
-        bits.code(0, 5); // distance 1
-        left -= 258;
-    }
-    for _ in 0..left {
-        bits.literal(b' ');
-    }
-    crc.spaces(padding);
-    bits.code(0, 7); // end of block (256)
-    if bits.used > 0 {
-        bits.out.push(bits.byte as u8);
-    }
-    let size = body.len() as u64 + padding;
-    let mut out = bits.out;
-    out.extend_from_slice(&crc.value().to_le_bytes());
-    out.extend_from_slice(&(size as u32).to_le_bytes());
-    out
-}
-
-/// CRC-32 (IEEE), as gzip's trailer holds it.
-struct Crc32 {
-    table: [u32; 256],
-    crc: u32,
-}
-
-impl Crc32 {
-    fn new() -> Crc32 {
-        let mut table = [0u32; 256];
-        for (n, entry) in table.iter_mut().enumerate() {
-            let mut c = n as u32;
-            for _ in 0..8 {
-                c = if c & 1 == 1 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-            *entry = c;
-        }
-        Crc32 {
-            table,
-            crc: 0xFFFF_FFFF,
-        }
-    }
-
-    fn update(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.crc =
-                self.table[((self.crc ^ u32::from(*byte)) & 0xFF) as usize] ^ (self.crc >> 8);
-        }
-    }
-
-    fn spaces(&mut self, count: u64) {
-        let block = [b' '; 4096];
-        let mut left = count;
+    let mut write = || -> std::io::Result<Vec<u8>> {
+        gzip.write_all(body)?;
         while left > 0 {
-            let now = left.min(block.len() as u64) as usize;
-            self.update(&block[..now]);
+            let now = left.min(spaces.len() as u64) as usize;
+            gzip.write_all(&spaces[..now])?;
             left -= now as u64;
         }
-    }
-
-    fn value(&self) -> u32 {
-        !self.crc
-    }
+        gzip.try_finish()?;
+        Ok(std::mem::take(gzip.get_mut()))
+    };
+    write().expect("gzip into memory cannot fail")
 }
 
 /// New objects created before all others: a page or offset listing in progress shifts.
@@ -763,12 +681,17 @@ fn insert(state: &Shared, count: usize) {
     }
 }
 
+/// One page of the listing, as the configured style serves it (faults applied that change
+/// what the page holds: `repeat-cursor`, `clamp`, `lose-next`).
 fn listing(
     state: &Shared,
     url: &reqwest::Url,
     params: &BTreeMap<String, String>,
-    repeat_cursor: bool,
+    faults: &[FaultKind],
 ) -> Result<Answer, String> {
+    let repeat_cursor = faults.contains(&FaultKind::RepeatCursor);
+    let lose_next = faults.contains(&FaultKind::LoseNext);
+    let style = state.options.pagination;
     let bound = |name: &str| -> Result<Option<i64>, String> {
         match params.get(name) {
             None => Ok(None),
@@ -779,7 +702,10 @@ fn listing(
     };
     let after = bound("created_after")?;
     let before = bound("created_before")?;
-    let limit = match params.get("limit") {
+    let asked = match params.get("limit").or(params
+        .get("first")
+        .filter(|_| style == MockPagination::Relay))
+    {
         None => state.options.page_size,
         Some(text) => text
             .parse::<usize>()
@@ -787,6 +713,14 @@ fn listing(
             .filter(|n| *n > 0)
             .ok_or_else(|| format!("limit={text:?} is not a page size"))?,
     };
+    // A clamping provider serves fewer than asked, and says nothing about it.
+    let limit = faults
+        .iter()
+        .filter_map(|fault| match fault {
+            FaultKind::Clamp(most) => Some(*most),
+            _ => None,
+        })
+        .fold(asked, usize::min);
     let objects = state.objects.lock().expect("objects lock");
     // Objects are kept in (created, id) order: the window is found by binary search, not by a
     // scan per page, so a million-object listing is not quadratic at the mock.
@@ -798,8 +732,8 @@ fn listing(
     });
     let selected: &[(i64, String, Value)] = &objects[low..high.max(low)];
     let total = selected.len();
-    let data = |page: &[&(i64, String, Value)]| -> Vec<Value> {
-        page.iter().map(|(_, _, object)| object.clone()).collect()
+    let data = |page: &[&(i64, String, Value)]| -> Value {
+        Value::Array(page.iter().map(|(_, _, object)| object.clone()).collect())
     };
     let number = |name: &str, default: usize| -> Result<usize, String> {
         match params.get(name) {
@@ -809,9 +743,19 @@ fn listing(
                 .map_err(|_| format!("{name}={text:?} is not a number")),
         }
     };
-    match state.options.pagination {
+    // Where a keyset cursor (`created~id`) leaves off in the selection.
+    let after_cursor = |cursor: &str| -> Result<usize, String> {
+        let (micros, id) = cursor
+            .split_once('~')
+            .and_then(|(micros, id)| Some((micros.parse::<i64>().ok()?, id)))
+            .ok_or_else(|| format!("cursor {cursor:?} is not a cursor of mine"))?;
+        Ok(selected
+            .partition_point(|(created, other, _)| (*created, other.as_str()) <= (micros, id)))
+    };
+    let keyset = |(created, id, _): &&(i64, String, Value)| format!("{created}~{id}");
+    match style {
         MockPagination::Page | MockPagination::Offset => {
-            let (start, mut body) = if state.options.pagination == MockPagination::Page {
+            let (start, mut body) = if style == MockPagination::Page {
                 let page = number("page", 1)?;
                 if page == 0 {
                     return Err("pages are numbered from 1".into());
@@ -821,63 +765,126 @@ fn listing(
                 (number("offset", 0)?, json!({}))
             };
             let page: Vec<_> = selected.iter().skip(start).take(limit).collect();
-            body["data"] = Value::Array(data(&page));
+            let more = start + page.len() < total;
+            body["data"] = if lose_next { json!([]) } else { data(&page) };
             body["total"] = json!(total);
+            body["has_more"] = json!(more);
             Ok(Answer::json(200, &body))
+        }
+        MockPagination::Stripe => {
+            // Newest first, as Stripe lists.
+            let newest: Vec<_> = selected.iter().rev().collect();
+            let start = match params.get("starting_after") {
+                None => 0,
+                // The first page again: the last id repeats.
+                Some(_) if repeat_cursor => 0,
+                Some(id) => {
+                    newest
+                        .iter()
+                        .position(|(_, other, _)| other == id)
+                        .ok_or_else(|| format!("No such object: {id:?}"))?
+                        + 1
+                }
+            };
+            let page: Vec<_> = newest.iter().skip(start).take(limit).copied().collect();
+            let more = start + page.len() < total;
+            let body = if lose_next {
+                json!({ "object": "list", "url": "/exports", "data": [], "has_more": true })
+            } else {
+                json!({ "object": "list", "url": "/exports", "data": data(&page), "has_more": more })
+            };
+            Ok(Answer::json(200, &body))
+        }
+        MockPagination::Relay => {
+            let opaque = |cursor: &str| base64::engine::general_purpose::STANDARD.encode(cursor);
+            let given = params.get("after");
+            let start = match given {
+                None => 0,
+                Some(cursor) => {
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(cursor)
+                        .ok()
+                        .and_then(|bytes| String::from_utf8(bytes).ok())
+                        .ok_or_else(|| format!("after={cursor:?} is not a cursor of mine"))?;
+                    after_cursor(&decoded)?
+                }
+            };
+            let page: Vec<_> = selected.iter().skip(start).take(limit).collect();
+            let more = start + page.len() < total;
+            let end = if repeat_cursor && given.is_some() {
+                given.cloned()
+            } else {
+                page.last().map(|last| opaque(&keyset(last)))
+            };
+            let page_info = if lose_next {
+                json!({ "hasNextPage": true, "endCursor": null })
+            } else {
+                json!({ "hasNextPage": more || repeat_cursor, "endCursor": end })
+            };
+            Ok(Answer::json(
+                200,
+                &json!({ "nodes": data(&page), "pageInfo": page_info, "totalCount": total }),
+            ))
         }
         MockPagination::Cursor | MockPagination::Link | MockPagination::LinkBody => {
             let given = params.get("cursor");
             let start = match given {
                 None => 0,
-                Some(cursor) => {
-                    let (micros, id) = cursor
-                        .split_once('~')
-                        .and_then(|(micros, id)| Some((micros.parse::<i64>().ok()?, id)))
-                        .ok_or_else(|| format!("cursor={cursor:?} is not a cursor of mine"))?;
-                    selected.partition_point(|(created, other, _)| {
-                        (*created, other.as_str()) <= (micros, id)
-                    })
-                }
+                Some(cursor) => after_cursor(cursor)?,
             };
             let page: Vec<_> = selected.iter().skip(start).take(limit).collect();
             let more = start + page.len() < selected.len();
             let next = if repeat_cursor && given.is_some() {
                 given.cloned()
             } else if more {
-                page.last()
-                    .map(|(created, id, _)| format!("{created}~{id}"))
+                page.last().map(keyset)
             } else {
                 None
             };
-            let next_url = next.as_ref().map(|cursor| {
-                let mut next = url.clone();
+            let with_cursor = |cursor: Option<&str>| {
+                let mut target = url.clone();
                 let pairs: Vec<(String, String)> = params
                     .iter()
                     .filter(|(name, _)| *name != "cursor")
                     .map(|(name, value)| (name.clone(), value.clone()))
                     .collect();
-                next.query_pairs_mut()
-                    .clear()
-                    .extend_pairs(pairs)
-                    .append_pair("cursor", cursor);
-                next.to_string()
-            });
-            let data = Value::Array(data(&page));
-            match state.options.pagination {
-                MockPagination::Cursor => Ok(Answer::json(
-                    200,
-                    &json!({ "data": data, "has_more": next.is_some(), "next_cursor": next }),
-                )),
-                MockPagination::LinkBody => Ok(Answer::json(
-                    200,
-                    &json!({ "data": data, "links": { "next": next_url } }),
-                )),
+                {
+                    let mut query = target.query_pairs_mut();
+                    query.clear().extend_pairs(pairs);
+                    if let Some(cursor) = cursor {
+                        query.append_pair("cursor", cursor);
+                    }
+                }
+                target.to_string()
+            };
+            let next_url = next.as_deref().map(|cursor| with_cursor(Some(cursor)));
+            let data = data(&page);
+            match style {
+                MockPagination::Cursor => {
+                    let mut body = json!({ "data": data, "has_more": more, "next_cursor": next });
+                    if lose_next {
+                        body.as_object_mut()
+                            .expect("an object")
+                            .remove("next_cursor");
+                    }
+                    Ok(Answer::json(200, &body))
+                }
+                MockPagination::LinkBody => {
+                    let links = if lose_next {
+                        json!({})
+                    } else {
+                        json!({ "next": next_url })
+                    };
+                    Ok(Answer::json(200, &json!({ "data": data, "links": links })))
+                }
                 _ => {
                     let mut answer = Answer::json(200, &json!({ "data": data }));
-                    if let Some(next_url) = next_url {
-                        answer
-                            .headers
-                            .push(("Link".into(), format!("<{next_url}>; rel=\"next\"")));
+                    if !lose_next {
+                        let mut link = format!("<{}>; rel=\"first\"", with_cursor(None));
+                        if let Some(next_url) = next_url {
+                            link.push_str(&format!(", <{next_url}>; rel=\"next\""));
+                        }
+                        answer.headers.push(("Link".into(), link));
                     }
                     Ok(answer)
                 }

@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
 pub mod audit;
+pub mod completions;
 pub mod demo;
 pub mod doctor;
+pub mod man;
 pub mod mock_provider;
 pub mod rule;
 pub mod synth;

@@ -254,17 +254,16 @@ impl Prepared {
         crate::timing::phase("prepare:tries:intervals", step);
         let step = std::time::Instant::now();
         let mut formatted = vec![
-            ("iv_start", LABEL_FORMAT.to_string()),
-            ("iv_end", LABEL_FORMAT.to_string()),
+            ("iv_start", LABEL_FORMAT.to_string(), crate::keys::UTC),
+            ("iv_end", LABEL_FORMAT.to_string(), crate::keys::UTC),
         ];
         for key in config.operations.iter().filter_map(|op| op.key.as_ref()) {
-            formatted.extend(key.times().map(|(c, f)| (c, f.to_string())));
+            formatted.extend(key.times().map(|(c, f, z)| (c, f.to_string(), z)));
         }
         formatted.sort();
         formatted.dedup();
-        for (column, format) in &formatted {
-            let times = crate::keys::format_times(&tries, column, format)
-                .engine("formatting interval times")?;
+        for (column, format, zone) in &formatted {
+            let times = crate::keys::format_times(&tries, column, format, *zone)?;
             tries
                 .with_column(times)
                 .engine("formatting interval times")?;
@@ -275,7 +274,7 @@ impl Prepared {
         let mut tries = tries.drop_many(
             formatted
                 .iter()
-                .map(|(column, format)| crate::keys::formatted_name(column, format)),
+                .map(|(column, format, zone)| crate::keys::formatted_name(column, format, *zone)),
         );
         tries
             .hstack_mut(&[label, expected])
@@ -949,7 +948,10 @@ const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 /// an interval).
 fn interval_label(tries: &DataFrame) -> Result<Column> {
     let text = |column: &str| {
-        crate::cells::text_column(tries, &crate::keys::formatted_name(column, LABEL_FORMAT))
+        crate::cells::text_column(
+            tries,
+            &crate::keys::formatted_name(column, LABEL_FORMAT, crate::keys::UTC),
+        )
     };
     let (start_text, end_text) = (text("iv_start")?, text("iv_end")?);
     let int = |name: &str| crate::cells::int_column(tries, name);
@@ -997,7 +999,8 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
     let mut of_operation: PlHashMap<&str, usize> = PlHashMap::default();
     for op in operations {
         let Some(key) = &op.key else { continue };
-        let index = match templates.iter().position(|t| t.text == key.text) {
+        // Equal texts under different operation zones are different templates.
+        let index = match templates.iter().position(|t| *t == key) {
             Some(index) => index,
             None => {
                 templates.push(key);

@@ -1,6 +1,7 @@
 //! Renderers: a report in, text out. They know nothing of sources or rules.
 
 pub(crate) mod csv;
+pub mod html;
 mod markdown;
 pub mod metrics;
 pub mod plan;
@@ -11,6 +12,9 @@ pub mod ttl_risk;
 
 use std::fmt::Write as _;
 
+use polars::prelude::DataFrame;
+
+use crate::error::Result;
 use crate::report::Report;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -20,10 +24,14 @@ pub enum Format {
     Ndjson,
     Csv,
     Markdown,
+    /// One self-contained page with a picture of every DAG's intervals.
+    Html,
 }
 
-pub fn render(report: &Report, format: Format) -> String {
-    match format {
+/// The report in `format`. `verdicts` (a row per try, as the audit judged them) is read only
+/// by the HTML page, for its picture of the intervals.
+pub fn render(report: &Report, format: Format, verdicts: &DataFrame) -> Result<String> {
+    Ok(match format {
         Format::Table => table::render(report),
         Format::Json => {
             let mut out = serde_json::to_string_pretty(report).expect("a report always serializes");
@@ -33,14 +41,20 @@ pub fn render(report: &Report, format: Format) -> String {
         Format::Ndjson => ndjson(report),
         Format::Csv => csv::render(report),
         Format::Markdown => markdown::render(report),
-    }
+        Format::Html => html::page(report, &html::Intervals::of(verdicts)?),
+    })
 }
 
-/// One JSON object per line: the coverage, each finding, then the summary.
+/// One JSON object per line: the coverage, each finding, then the summary. Every line carries
+/// its `type` and the report's `format_version`, so a consumer that reads one line knows both.
 fn ndjson(report: &Report) -> String {
     fn line<T: serde::Serialize>(out: &mut String, kind: &str, value: &T) {
         let mut object = serde_json::Map::new();
         object.insert("type".into(), kind.into());
+        object.insert(
+            "format_version".into(),
+            crate::report::FORMAT_VERSION.into(),
+        );
         if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(value) {
             object.extend(fields);
         }
@@ -53,6 +67,24 @@ fn ndjson(report: &Report) -> String {
     }
     line(&mut out, "summary", &report.summary);
     out
+}
+
+/// A document as pretty JSON with `format_version` first, for documents whose type does not
+/// carry one (`trace`, `ttl-risk`).
+pub(crate) fn versioned_json<T: serde::Serialize>(format_version: u32, document: &T) -> String {
+    #[derive(serde::Serialize)]
+    struct Versioned<'a, T> {
+        format_version: u32,
+        #[serde(flatten)]
+        document: &'a T,
+    }
+    let mut json = serde_json::to_string_pretty(&Versioned {
+        format_version,
+        document,
+    })
+    .expect("a document of plain fields always serializes");
+    json.push('\n');
+    json
 }
 
 /// Makes text from sources safe for a terminal: control characters (ANSI escapes among them)

@@ -5,27 +5,8 @@
 
 use std::fmt::Write as _;
 
+use super::html::{document, escape};
 use crate::commands::trace::Trace;
-
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Shown, not obeyed: a bidi control would reorder the text around it.
-            ch if ch.is_control() || super::is_bidi(ch) => {
-                let _ = write!(out, "\\u{{{:x}}}", ch as u32);
-            }
-            ch => out.push(ch),
-        }
-    }
-    out
-}
 
 fn verdict_colour(verdict: &str) -> &'static str {
     match verdict {
@@ -195,18 +176,8 @@ pub fn html(trace: &Trace) -> String {
     if repairs.is_empty() {
         repairs.push_str("<li>none</li>");
     }
-    format!(
-        r##"<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>onceonly trace: {title}</title>
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<style>
-body {{ font: 13px system-ui, sans-serif; margin: 20px; color: #222; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ddd; padding: 3px 6px; text-align: left; }}
-tr.lost-response td, tr.duplicate td {{ background: #fde8e8; }}
-.legend span {{ display: inline-block; margin-right: 14px; }}
-</style></head>
-<body>
-<h1>onceonly trace</h1>
+    let body = format!(
+        r##"<h1>onceonly trace</h1>
 <p>DAG <b>{dag}</b>, selected by {selected}, interval {intervals}</p>
 <p class="legend"><span style="color:#2ca02c">■ committed / reconciled</span><span style="color:#d62728">■ lost response</span><span style="color:#ff7f0e">■ duplicate</span><span style="color:#9e9e9e">■ failed before effect / void</span><span style="color:#1f77b4">● journal record</span><span>◆ provider object</span></p>
 {svg}
@@ -214,11 +185,18 @@ tr.lost-response td, tr.duplicate td {{ background: #fde8e8; }}
 <h2>Repair</h2><ul>{repairs}</ul>
 <h2>Events</h2>
 <table><tr><th>time</th><th>event</th><th>try</th><th>key</th><th>marks</th></tr>{events}</table>
-</body></html>
 "##,
-        title = escape(&format!("{} {}", trace.dag_id, trace.intervals.join(", "))),
         dag = escape(&trace.dag_id),
         selected = escape(&trace.selected_by),
         intervals = escape(&trace.intervals.join(", ")),
+    );
+    document(
+        &format!(
+            "onceonly trace: {} {}",
+            trace.dag_id,
+            trace.intervals.join(", ")
+        ),
+        "tr.lost-response td, tr.duplicate td { background: #fde8e8; }\n.legend span { display: inline-block; margin-right: 14px; }\n",
+        &body,
     )
 }

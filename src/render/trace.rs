@@ -1,5 +1,5 @@
 //! `trace` for a terminal: the merged timeline, the tries with their verdicts, the findings
-//! and the repair.
+//! and the repair; and as JSON.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
@@ -15,6 +15,14 @@ fn table(header: &[&str]) -> Table {
         .set_width(160)
         .set_header(header.to_vec());
     table
+}
+
+/// The version of `trace --format json` (docs/trace.schema.json).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `trace --format json`: the trace with its `format_version`.
+pub fn json(trace: &Trace) -> String {
+    super::versioned_json(FORMAT_VERSION, trace)
 }
 
 pub fn text(trace: &Trace) -> String {

@@ -1,10 +1,18 @@
-//! `ttl-risk` for a terminal.
+//! `ttl-risk` for a terminal, and as JSON.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
 
 use super::terminal_safe;
 use crate::commands::ttl_risk::TtlRisk;
+
+/// The version of `ttl-risk --format json` (docs/ttl-risk.schema.json).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `ttl-risk --format json`: the risk per interval with its `format_version`.
+pub fn json(risk: &TtlRisk) -> String {
+    super::versioned_json(FORMAT_VERSION, risk)
+}
 
 pub fn text(risk: &TtlRisk) -> String {
     let mut out = format!(

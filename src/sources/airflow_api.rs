@@ -9,8 +9,11 @@
 //!
 //! Listings are paged with `limit`/`offset` until `total_entries` is reached; a page that is
 //! not JSON, lacks a field, changes the total or ends the listing early is an error naming
-//! the URL and the page: no table is ever built from part of a listing. Credentials come
-//! from the environment and are only ever sent in headers, never shown.
+//! the URL and the page: no table is ever built from part of a listing. Every request is
+//! retried as the provider's listing is ([`retry`](crate::sources::retry): 429, 5xx, timeouts
+//! and dropped connections, honouring `Retry-After`, within the read's deadline), as
+//! `[airflow]`'s `retries`, `backoff`, `timeout` and `deadline` say. Credentials come from
+//! the environment and are only ever sent in headers, never shown.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -19,15 +22,24 @@ use futures_util::{StreamExt, TryStreamExt};
 use polars::prelude::*;
 use serde_json::Value;
 
-use crate::config::glob_match;
 use crate::error::{EngineContext, Error, Location, Result};
+use crate::glob::glob_match;
 use crate::model::ATTEMPTS;
 use crate::sources::airflow_db::{AirflowRead, Filter};
+use crate::sources::retry::{Retrier, RetryPolicy, describe};
 use crate::sources::snapshot::Values;
 use crate::timestamp;
 
 /// The largest page Airflow serves by default (`[api] maximum_page_limit`).
 pub const MAX_PAGE_SIZE: u32 = 100;
+/// How hard the API is tried unless `[airflow]` says otherwise: a managed Airflow answers
+/// 429 and 503 under load, and a large deployment's read takes minutes.
+pub const DEFAULT_RETRY: RetryPolicy = RetryPolicy {
+    retries: 5,
+    backoff: Duration::from_millis(500),
+    timeout: Duration::from_secs(120),
+    deadline: Duration::from_secs(30 * 60),
+};
 /// Requests in flight at once: enough to hide latency, few enough not to load the API server.
 const CONCURRENCY: usize = 8;
 
@@ -69,6 +81,8 @@ pub struct AirflowApi {
     pub version: Option<ApiVersion>,
     pub username: Option<String>,
     pub page_size: u32,
+    /// Retries, the timeout of one request, and the deadline of the whole read.
+    pub retry: RetryPolicy,
     password: Option<String>,
     token: Option<String>,
 }
@@ -80,6 +94,7 @@ impl std::fmt::Debug for AirflowApi {
             .field("version", &self.version)
             .field("username", &self.username)
             .field("page_size", &self.page_size)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -140,9 +155,16 @@ impl AirflowApi {
             version,
             username,
             page_size,
+            retry: DEFAULT_RETRY,
             password,
             token,
         })
+    }
+
+    /// The same API, tried as `retry` says.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> AirflowApi {
+        self.retry = retry;
+        self
     }
 
     /// Removes the secrets from text that is about to be shown (a server may echo them).
@@ -176,14 +198,17 @@ pub async fn read(api: &AirflowApi, filter: &Filter) -> Result<AirflowRead> {
     // is built (an Err only means one is installed already).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(120))
+        .connect_timeout(api.retry.timeout.min(Duration::from_secs(10)))
+        .timeout(api.retry.timeout)
         .user_agent(concat!("onceonly/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|err| api.error(format!("cannot build an HTTP client: {}", chain(&err))))?;
-    let (version, airflow_version, warnings) = detect_version(api, &http).await?;
-    let auth = authenticate(api, &http, version).await?;
+        .map_err(|err| api.error(format!("cannot build an HTTP client: {}", describe(&err))))?;
+    // One clock and one count of retries for every request of the read.
+    let retrier = Retrier::new(api.retry);
+    let (version, airflow_version, warnings) = detect_version(api, &http, &retrier).await?;
+    let auth = authenticate(api, &http, &retrier, version).await?;
     let client = Client {
+        retrier,
         api,
         http,
         auth,
@@ -305,6 +330,9 @@ fn frame(rows: &[(&Run, &Try)]) -> Result<DataFrame> {
                 (Values::Text(v), "conf") => v.append_option(run.conf.as_deref()),
                 // Neither /api/v1 nor /api/v2 exposes dag_run.clear_number.
                 (Values::Int(v), "clear_number") => v.push(None),
+                // The DAG's zone (`/dags/{dag_id}/details` has `timezone`) is not read: keys
+                // are formatted in UTC unless the operation or template names a zone.
+                (Values::Text(v), "dag_timezone") => v.append_null(),
                 (_, name) => {
                     return Err(Error::Engine {
                         doing: "assembling attempts from the Airflow API".into(),
@@ -326,6 +354,7 @@ fn frame(rows: &[(&Run, &Try)]) -> Result<DataFrame> {
 async fn detect_version(
     api: &AirflowApi,
     http: &reqwest::Client,
+    retrier: &Retrier,
 ) -> Result<(ApiVersion, String, Vec<String>)> {
     let candidates: &[ApiVersion] = match api.version {
         Some(ApiVersion::V1) => &[ApiVersion::V1],
@@ -336,20 +365,14 @@ async fn detect_version(
     for version in candidates {
         // `/version` needs no credentials in 2.x or 3.x.
         let url = format!("{}{}/version", api.base, version.prefix());
-        let response = http
-            .get(&url)
-            .send()
+        let (status, body) = retrier
+            .send_text(|| http.get(&url))
             .await
-            .map_err(|err| api.error(format!("GET {url}: {}", chain(&err))))?;
-        let status = response.status();
+            .map_err(|reason| api.error(format!("GET {url}: {reason}")))?;
         if status == reqwest::StatusCode::NOT_FOUND && api.version.is_none() {
             tried.push(format!("GET {url}: HTTP 404"));
             continue;
         }
-        let body = response
-            .text()
-            .await
-            .map_err(|err| api.error(format!("GET {url}: {}", chain(&err))))?;
         if !status.is_success() {
             if api.version.is_some() {
                 // The version was configured: a hidden /version is no reason to stop.
@@ -385,6 +408,7 @@ async fn detect_version(
 async fn authenticate(
     api: &AirflowApi,
     http: &reqwest::Client,
+    retrier: &Retrier,
     version: ApiVersion,
 ) -> Result<Auth> {
     let username = api.username.clone().unwrap_or_default();
@@ -396,17 +420,11 @@ async fn authenticate(
         (ApiVersion::V1, _, Some(password)) => Ok(Auth::Basic(username, password.clone())),
         (ApiVersion::V2, None, Some(password)) => {
             let url = format!("{}/auth/token", api.base);
-            let response = http
-                .post(&url)
-                .json(&serde_json::json!({"username": username, "password": password}))
-                .send()
+            let credentials = serde_json::json!({"username": username, "password": password});
+            let (status, body) = retrier
+                .send_text(|| http.post(&url).json(&credentials))
                 .await
-                .map_err(|err| api.error(format!("POST {url}: {}", chain(&err))))?;
-            let status = response.status();
-            let body = response
-                .text()
-                .await
-                .map_err(|err| api.error(format!("POST {url}: {}", chain(&err))))?;
+                .map_err(|reason| api.error(format!("POST {url}: {reason}")))?;
             if !status.is_success() {
                 return Err(api.error(format!(
                     "POST {url} as {username:?}: {}",
@@ -436,6 +454,7 @@ enum Auth {
 
 struct Client<'a> {
     api: &'a AirflowApi,
+    retrier: Retrier,
     http: reqwest::Client,
     auth: Auth,
     prefix: &'static str,
@@ -659,20 +678,18 @@ impl Client<'_> {
     }
 
     async fn get(&self, page: &Page) -> Result<String> {
-        let request = self.http.get(&page.url);
-        let request = match &self.auth {
-            Auth::Bearer(token) => request.bearer_auth(token),
-            Auth::Basic(user, password) => request.basic_auth(user, Some(password)),
+        let request = || {
+            let request = self.http.get(&page.url);
+            match &self.auth {
+                Auth::Bearer(token) => request.bearer_auth(token),
+                Auth::Basic(user, password) => request.basic_auth(user, Some(password)),
+            }
         };
-        let response = request
-            .send()
+        let (status, body) = self
+            .retrier
+            .send_text(request)
             .await
-            .map_err(|err| self.api.incomplete(format!("{page}: {}", chain(&err))))?;
-        let status = response.status();
-        let body = response
-            .text()
-            .await
-            .map_err(|err| self.api.incomplete(format!("{page}: {}", chain(&err))))?;
+            .map_err(|reason| self.api.incomplete(format!("{page}: {reason}")))?;
         if !status.is_success() {
             return Err(self
                 .api
@@ -801,26 +818,6 @@ fn status_text(status: reqwest::StatusCode, body: &str) -> String {
         text.push_str(&format!(": {detail}"));
     }
     text.push_str(hint);
-    text
-}
-
-/// An error with its causes ("connection refused"), without the URL reqwest adds (callers
-/// name the URL themselves).
-fn chain(err: &reqwest::Error) -> String {
-    let mut text = if err.is_timeout() {
-        "timed out".to_string()
-    } else if err.is_connect() {
-        "cannot connect".to_string()
-    } else if err.is_body() || err.is_decode() {
-        "the answer broke off".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
     text
 }
 

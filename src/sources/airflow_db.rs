@@ -1,24 +1,21 @@
-//! The `attempts` table from Airflow's metadata database (SQLite, PostgreSQL, MySQL) via sqlx.
+//! The `attempts` table from Airflow's metadata database (SQLite, PostgreSQL; MySQL is refused).
 //!
 //! The schema version is read from `alembic_version` and the columns the query needs are
 //! checked before it runs, so a database of the wrong kind or version fails with a message
-//! naming what was found and what is missing. Rows are streamed into column builders; the
-//! connection is read-only.
+//! naming what was found and what is missing. Rows are streamed into column builders. All of
+//! it is read in one read-only transaction ([`ReadTransaction`]): Airflow may be writing, and
+//! the revision, the columns and every try come from the database as it stood at one instant.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
-use futures_util::TryStreamExt;
 use polars::prelude::*;
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, AssertSqlSafe, Connection, Row};
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::ATTEMPTS;
-use crate::sources::database::{Database, Dialect};
+use crate::sources::database::{Cells, Database, Dialect, Param, ReadTransaction};
 use crate::sources::pickle;
 use crate::sources::snapshot::Values;
-use crate::sources::sqlite_rows::{self, SqliteCells};
 use crate::timestamp;
 
 /// Alembic revisions onceonly was checked against, with the Airflow version they belong to.
@@ -41,7 +38,7 @@ pub struct AirflowRead {
     pub warnings: Vec<String>,
 }
 
-const REQUIRED_COMMON: [(&str, &str); 20] = [
+const REQUIRED_COMMON: [(&str, &str); 23] = [
     ("task_instance", "dag_id"),
     ("task_instance", "task_id"),
     ("task_instance", "map_index"),
@@ -62,26 +59,38 @@ const REQUIRED_COMMON: [(&str, &str); 20] = [
     ("dag_run", "conf"),
     ("dag_run", "clear_number"),
     ("alembic_version", "version_num"),
+    // the DAG's own zone, for key templates
+    ("serialized_dag", "dag_id"),
+    ("serialized_dag", "data"),
+    ("serialized_dag", "last_updated"),
 ];
 const REQUIRED_2: [(&str, &str); 1] = [("dag_run", "execution_date")];
 const REQUIRED_3: [(&str, &str); 2] = [("dag_run", "logical_date"), ("dag_run", "run_after")];
 
+/// Reads the attempts in one read transaction of their own.
 pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
-    let mut connection = database.connect().await?;
-    let version = schema_version(&mut connection, database).await?;
-    let columns = columns(&mut connection, database).await?;
+    let mut transaction = ReadTransaction::begin(database).await?;
+    let read = read_in(&mut transaction, filter).await?;
+    transaction.finish().await?;
+    Ok(read)
+}
+
+/// Reads the attempts inside `transaction`: the schema revision, the columns and the tries
+/// all come from the database as it stood at one point in time.
+pub async fn read_in(
+    transaction: &mut ReadTransaction<'_>,
+    filter: &Filter,
+) -> Result<AirflowRead> {
+    let database = transaction.database;
+    let columns = columns(transaction).await?;
+    let version = schema_version(transaction, &columns).await?;
     let (major, warnings) = major_version(&version, &columns, database)?;
     let sql = match (database.dialect, major) {
         (Dialect::Sqlite, 2) => include_str!("../../queries/airflow/2/sqlite/attempts.sql"),
         (Dialect::Sqlite, _) => include_str!("../../queries/airflow/3/sqlite/attempts.sql"),
         (Dialect::Postgres, 2) => include_str!("../../queries/airflow/2/postgres/attempts.sql"),
         (Dialect::Postgres, _) => include_str!("../../queries/airflow/3/postgres/attempts.sql"),
-        (Dialect::Mysql, _) => {
-            return Err(Error::input(
-                Location::source(&database.shown),
-                "reading Airflow metadata from MySQL is not supported yet (SQLite and PostgreSQL are)",
-            ));
-        }
+        (Dialect::Mysql, _) => return Err(mysql_refused(database)),
     };
     let unfiltered = filter.dag.is_none() && filter.since.is_none() && filter.until.is_none();
     let sql: String = sql
@@ -89,8 +98,7 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
         .filter(|line| !(unfiltered && line.ends_with("-- onceonly: only when filtered")))
         .collect::<Vec<_>>()
         .join("\n");
-    let attempts = stream_attempts(&mut connection, database, &sql, filter).await?;
-    let _ = connection.close().await;
+    let attempts = stream_attempts(transaction, &sql, filter).await?;
     Ok(AirflowRead {
         attempts,
         version,
@@ -98,52 +106,86 @@ pub async fn read(database: &Database, filter: &Filter) -> Result<AirflowRead> {
     })
 }
 
-async fn schema_version(connection: &mut AnyConnection, database: &Database) -> Result<String> {
-    let row = sqlx::query("SELECT CAST(version_num AS TEXT) AS version_num FROM alembic_version")
-        .fetch_optional(&mut *connection)
-        .await
-        .map_err(|err| {
-            Error::input(
-                Location::source(&database.shown),
-                format!(
-                    "not an Airflow metadata database: cannot read alembic_version ({})",
-                    database.scrub(&err.to_string())
-                ),
-            )
-        })?;
-    let row = row.ok_or_else(|| {
-        Error::input(
-            Location::source(&database.shown),
-            "alembic_version is empty: the database was never migrated (`airflow db migrate`)",
-        )
-    })?;
-    row.try_get::<String, _>("version_num")
-        .map_err(|err| database.error(&err))
+fn mysql_refused(database: &Database) -> Error {
+    Error::input(
+        Location::source(&database.shown),
+        "reading Airflow metadata from MySQL is not supported yet (SQLite and PostgreSQL are)",
+    )
 }
 
-async fn columns(
-    connection: &mut AnyConnection,
-    database: &Database,
-) -> Result<BTreeSet<(String, String)>> {
+/// `alembic_version.version_num`; a database without that table is not Airflow's.
+async fn schema_version(
+    transaction: &mut ReadTransaction<'_>,
+    columns: &BTreeSet<(String, String)>,
+) -> Result<String> {
+    let database = transaction.database;
+    let not_airflow = |why: &str| {
+        Error::input(
+            Location::source(&database.shown),
+            format!("not an Airflow metadata database: {why}"),
+        )
+    };
+    if !columns.contains(&("alembic_version".to_string(), "version_num".to_string())) {
+        return Err(not_airflow("it has no alembic_version table"));
+    }
+    let mut version = None;
+    transaction
+        .for_each_row(
+            "alembic_version",
+            "SELECT CAST(version_num AS TEXT) AS version_num FROM alembic_version",
+            &[],
+            &["version_num"],
+            |number, row| {
+                let text = row.text(0).map_err(|message| {
+                    Error::input(
+                        Location::source(&database.shown)
+                            .row(number)
+                            .column("alembic_version.version_num"),
+                        message,
+                    )
+                })?;
+                if version.is_none() {
+                    version = text.map(Cow::into_owned);
+                }
+                Ok(())
+            },
+        )
+        .await?;
+    version.ok_or_else(|| {
+        not_airflow(
+            "alembic_version is empty: the database was never migrated (`airflow db migrate`)",
+        )
+    })
+}
+
+async fn columns(transaction: &mut ReadTransaction<'_>) -> Result<BTreeSet<(String, String)>> {
+    let database = transaction.database;
     let sql = match database.dialect {
         Dialect::Sqlite => include_str!("../../queries/airflow/sqlite/columns.sql"),
         Dialect::Postgres => include_str!("../../queries/airflow/postgres/columns.sql"),
-        Dialect::Mysql => include_str!("../../queries/airflow/mysql/columns.sql"),
+        Dialect::Mysql => return Err(mysql_refused(database)),
     };
-    let rows = sqlx::query(sql)
-        .fetch_all(&mut *connection)
-        .await
-        .map_err(|err| database.error(&err))?;
-    rows.iter()
-        .map(|row| {
-            Ok((
-                row.try_get::<String, _>("table_name")
-                    .map_err(|err| database.error(&err))?,
-                row.try_get::<String, _>("column_name")
-                    .map_err(|err| database.error(&err))?,
-            ))
-        })
-        .collect()
+    let mut columns = BTreeSet::new();
+    transaction
+        .for_each_row(
+            "the tables' columns",
+            sql,
+            &[],
+            &["table_name", "column_name"],
+            |number, row| {
+                let name = |column: usize| -> Result<String> {
+                    row.text(column)
+                        .map_err(|message| {
+                            Error::input(Location::source(&database.shown).row(number), message)
+                        })
+                        .map(|text| text.unwrap_or_default().into_owned())
+                };
+                columns.insert((name(0)?, name(1)?));
+                Ok(())
+            },
+        )
+        .await?;
+    Ok(columns)
 }
 
 /// The Airflow major version of a schema: known revisions by name, others by their columns
@@ -200,11 +242,11 @@ fn major_version(
 }
 
 async fn stream_attempts(
-    connection: &mut AnyConnection,
-    database: &Database,
+    transaction: &mut ReadTransaction<'_>,
     sql: &str,
     filter: &Filter,
 ) -> Result<DataFrame> {
+    let database = transaction.database;
     let (since, until) = database.dialect.window_bounds(filter.since, filter.until);
     let dag_like = filter
         .dag
@@ -212,28 +254,21 @@ async fn stream_attempts(
         .map(like_pattern)
         .unwrap_or_else(|| "%".to_string());
     let mut builders: Vec<Values> = ATTEMPTS.iter().map(|spec| Values::new(spec.kind)).collect();
-    if database.dialect == Dialect::Sqlite {
-        let names: Vec<&str> = ATTEMPTS
-            .iter()
-            .map(|spec| spec.name)
-            .chain(["conf_pickle"])
-            .collect();
-        let params: [&dyn rusqlite::ToSql; 3] = [&since, &until, &dag_like];
-        sqlite_rows::for_each_row(database, sql, &params, &names, |number, row| {
+    let names: Vec<&str> = ATTEMPTS
+        .iter()
+        .map(|spec| spec.name)
+        .chain(["conf_pickle"])
+        .collect();
+    let params = [
+        Param::Text(&since),
+        Param::Text(&until),
+        Param::Text(&dag_like),
+    ];
+    transaction
+        .for_each_row("the tries", sql, &params, &names, |number, row| {
             push_row(row, number, &mut builders, database)
-        })?;
-        return assemble(builders);
-    }
-    let mut rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(since)
-        .bind(until)
-        .bind(dag_like)
-        .fetch(&mut *connection);
-    let mut number = 0usize;
-    while let Some(row) = rows.try_next().await.map_err(|err| database.error(&err))? {
-        number += 1;
-        push_row(&row, number, &mut builders, database)?;
-    }
+        })
+        .await?;
     assemble(builders)
 }
 
@@ -246,48 +281,11 @@ fn assemble(builders: Vec<Values>) -> Result<DataFrame> {
     DataFrame::new_infer_height(columns).engine("assembling attempts")
 }
 
-/// A row's cells by position in `ATTEMPTS` (then `conf_pickle`) and by name: sqlx rows are
-/// read by name, SQLite rows by position.
-trait Cells {
-    fn text(&self, column: usize, name: &str) -> std::result::Result<Option<Cow<'_, str>>, String>;
-    fn int(&self, column: usize, name: &str) -> std::result::Result<Option<i64>, String>;
-    fn has(&self, column: usize, name: &str) -> bool;
-}
-
-impl Cells for AnyRow {
-    fn text(&self, _: usize, name: &str) -> std::result::Result<Option<Cow<'_, str>>, String> {
-        let value: Option<String> = self.try_get(name).map_err(|err| err.to_string())?;
-        Ok(value.map(Cow::Owned))
-    }
-
-    fn int(&self, _: usize, name: &str) -> std::result::Result<Option<i64>, String> {
-        self.try_get(name).map_err(|err| err.to_string())
-    }
-
-    fn has(&self, _: usize, name: &str) -> bool {
-        self.try_column(name).is_ok()
-    }
-}
-
-impl Cells for SqliteCells<'_, '_> {
-    fn text(&self, column: usize, _: &str) -> std::result::Result<Option<Cow<'_, str>>, String> {
-        SqliteCells::text(self, column)
-    }
-
-    fn int(&self, column: usize, _: &str) -> std::result::Result<Option<i64>, String> {
-        SqliteCells::int(self, column)
-    }
-
-    fn has(&self, column: usize, _: &str) -> bool {
-        SqliteCells::has(self, column)
-    }
-}
-
 /// Where `conf_pickle` (2.x) sits after the `ATTEMPTS` columns.
 const CONF_PICKLE: usize = ATTEMPTS.len();
 
 fn push_row(
-    row: &impl Cells,
+    row: &Cells<'_>,
     number: usize,
     builders: &mut [Values],
     database: &Database,
@@ -310,17 +308,17 @@ fn push_row(
                 values.append_option(conf(row, column, &at)?);
             }
             Values::Text(values) => {
-                let value = row.text(column, spec.name).map_err(failed)?;
+                let value = row.text(column).map_err(failed)?;
                 required(value.is_some())?;
                 values.append_option(value);
             }
             Values::Int(values) => {
-                let value = row.int(column, spec.name).map_err(failed)?;
+                let value = row.int(column).map_err(failed)?;
                 required(value.is_some())?;
                 values.push(value);
             }
             Values::Time(values) => {
-                let text = row.text(column, spec.name).map_err(failed)?;
+                let text = row.text(column).map_err(failed)?;
                 let value = match text.as_deref() {
                     None | Some("") => None,
                     Some(text) => Some(timestamp::parse(text).ok_or_else(|| {
@@ -336,10 +334,10 @@ fn push_row(
 }
 
 /// The run's conf as JSON text: 3.x stores JSON, 2.x a pickle that is decoded here.
-fn conf(row: &impl Cells, column: usize, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
+fn conf(row: &Cells<'_>, column: usize, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
     let failed = |message: String| Error::input(at("conf"), message);
-    if row.has(CONF_PICKLE, "conf_pickle") {
-        let hex = row.text(CONF_PICKLE, "conf_pickle").map_err(failed)?;
+    if row.has(CONF_PICKLE) {
+        let hex = row.text(CONF_PICKLE).map_err(failed)?;
         let Some(hex) = hex.filter(|hex| !hex.is_empty()) else {
             return Ok(None);
         };
@@ -359,10 +357,7 @@ fn conf(row: &impl Cells, column: usize, at: &dyn Fn(&str) -> Location) -> Resul
         })?;
         return Ok(Some(value.to_string()));
     }
-    Ok(row
-        .text(column, "conf")
-        .map_err(failed)?
-        .map(Cow::into_owned))
+    Ok(row.text(column).map_err(failed)?.map(Cow::into_owned))
 }
 
 /// A glob as a SQL LIKE pattern with `\` as the escape character.
@@ -393,7 +388,6 @@ pub struct Backfill {
 }
 
 pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
-    let mut connection = database.connect().await?;
     let sql = match database.dialect {
         Dialect::Sqlite => include_str!("../../queries/airflow/3/sqlite/backfill.sql"),
         Dialect::Postgres => include_str!("../../queries/airflow/3/postgres/backfill.sql"),
@@ -404,49 +398,61 @@ pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
             ));
         }
     };
-    let row = sqlx::query(sql)
-        .bind(id)
-        .fetch_optional(&mut connection)
-        .await
-        .map_err(|err| {
-            Error::input(
-                Location::source(&database.shown),
-                format!(
-                    "cannot read the backfill table (Airflow 2 has no planned backfills): {}",
-                    database.scrub(&err.to_string())
-                ),
-            )
-        })?;
-    let _ = connection.close().await;
-    let row = row.ok_or_else(|| {
+    let names = ["dag_id", "from_date", "to_date", "reprocess_behavior"];
+    let mut cells: Option<Vec<Option<String>>> = None;
+    let mut transaction = ReadTransaction::begin(database).await?;
+    transaction
+        .for_each_row(
+            "the backfill table (Airflow 2 has no planned backfills)",
+            sql,
+            &[Param::Int(id)],
+            &names,
+            |_, row| {
+                let texts = (0..names.len())
+                    .map(|column| {
+                        row.text(column)
+                            .map(|text| text.map(Cow::into_owned))
+                            .map_err(|message| {
+                                Error::input(
+                                    Location::source(&database.shown).column(names[column]),
+                                    message,
+                                )
+                            })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                cells.get_or_insert(texts);
+                Ok(())
+            },
+        )
+        .await?;
+    transaction.finish().await?;
+    let cells = cells.ok_or_else(|| {
         Error::input(
             Location::source(&database.shown),
             format!("there is no backfill {id}"),
         )
     })?;
-    let text = |name: &str| -> Result<String> {
-        row.try_get::<Option<String>, _>(name)
-            .map_err(|err| database.error(&err))?
-            .ok_or_else(|| {
-                Error::input(
-                    Location::source(&database.shown).column(name),
-                    format!("backfill {id} has no {name}"),
-                )
-            })
+    let text = |column: usize| -> Result<String> {
+        cells[column].clone().ok_or_else(|| {
+            Error::input(
+                Location::source(&database.shown).column(names[column]),
+                format!("backfill {id} has no {}", names[column]),
+            )
+        })
     };
-    let time = |name: &str| -> Result<i64> {
-        let value = text(name)?;
+    let time = |column: usize| -> Result<i64> {
+        let value = text(column)?;
         timestamp::parse(&value).ok_or_else(|| {
             Error::input(
-                Location::source(&database.shown).column(name),
+                Location::source(&database.shown).column(names[column]),
                 format!("{value:?} is not a timestamp"),
             )
         })
     };
     Ok(Backfill {
-        dag_id: text("dag_id")?,
-        from: time("from_date")?,
-        to: time("to_date")?,
-        reprocess_behavior: text("reprocess_behavior")?,
+        dag_id: text(0)?,
+        from: time(1)?,
+        to: time(2)?,
+        reprocess_behavior: text(3)?,
     })
 }

@@ -1,13 +1,23 @@
 //! Database URLs as users write them, including Airflow's own
-//! `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN` form, turned into sqlx URLs; and how a database is
-//! named in messages: never with its password.
+//! `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN` form, turned into sqlx URLs; how a database is named
+//! in messages (never with its password); and [`ReadTransaction`], how a source reads a
+//! database that Airflow and its tasks are writing: every statement at one point in time.
 
+use std::borrow::Cow;
 use std::path::Path;
+use std::time::Duration;
 
-use sqlx::any::AnyConnectOptions;
-use sqlx::{AnyConnection, ConnectOptions};
+use futures_util::TryStreamExt;
+use sqlx::any::{AnyConnectOptions, AnyRow};
+use sqlx::{AnyConnection, AssertSqlSafe, Column, ConnectOptions, Connection, Row};
 
-use crate::error::{Error, Location};
+use crate::error::{Error, Location, Result};
+use crate::sources::sqlite_rows::{SqliteCells, SqliteRead};
+
+/// How long a read waits for a database that another process holds locked, unless the config
+/// says otherwise (`busy_timeout`): long enough to outlast Airflow's own short write
+/// transactions, short enough that a stuck lock fails the nightly audit.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -45,8 +55,21 @@ pub struct Database {
     pub shown: String,
     pub dialect: Dialect,
     secret: Option<String>,
-    /// The file of an SQLite database, which large reads open directly (`sqlite_rows`).
+    /// The file of an SQLite database, which reads open directly (`sqlite_rows`).
     pub sqlite_path: Option<std::path::PathBuf>,
+    /// How long a read waits for a lock another process holds: SQLite's busy timeout,
+    /// PostgreSQL's `lock_timeout`, MySQL's `lock_wait_timeout`.
+    pub busy_timeout: Duration,
+}
+
+impl Database {
+    /// The database with its busy timeout set, where the config gives one.
+    pub fn with_busy_timeout(mut self, wait: Option<Duration>) -> Database {
+        if let Some(wait) = wait {
+            self.busy_timeout = wait;
+        }
+        self
+    }
 }
 
 impl std::fmt::Debug for Database {
@@ -90,6 +113,7 @@ impl Database {
                     dialect: Dialect::Sqlite,
                     secret: None,
                     sqlite_path: Some(path),
+                    busy_timeout: DEFAULT_BUSY_TIMEOUT,
                 })
             }
             "postgresql" | "postgres" | "mysql" | "mariadb" => {
@@ -137,6 +161,7 @@ impl Database {
                     dialect,
                     secret: secret.filter(|s| !s.is_empty()),
                     sqlite_path: None,
+                    busy_timeout: DEFAULT_BUSY_TIMEOUT,
                 })
             }
             other => Err(format!(
@@ -155,9 +180,23 @@ impl Database {
         }
     }
 
+    /// Whether `other` is this database: the same SQLite file, or the same server, database
+    /// and user. Two sources in one database are read in one transaction (`sources::load`).
+    pub fn same_database(&self, other: &Database) -> bool {
+        match (&self.sqlite_path, &other.sqlite_path) {
+            (Some(one), Some(two)) => {
+                let canonical = |path: &Path| std::fs::canonicalize(path).ok();
+                one == two || canonical(one).is_some_and(|one| Some(one) == canonical(two))
+            }
+            (None, None) => self.url == other.url,
+            _ => false,
+        }
+    }
+
     /// Opens a read-only connection: SQLite by `mode=ro` in the URL, PostgreSQL and MySQL by
-    /// making every transaction of the session read-only. Times are read in UTC.
-    pub async fn connect(&self) -> Result<AnyConnection, Error> {
+    /// making every transaction of the session read-only. Times are read in UTC; a statement
+    /// waits at most `busy_timeout` for a lock.
+    pub async fn connect(&self) -> Result<AnyConnection> {
         sqlx::any::install_default_drivers();
         let options: AnyConnectOptions = self.url.parse().map_err(|err: sqlx::Error| {
             Error::input(Location::source(&self.shown), self.scrub(&err.to_string()))
@@ -168,19 +207,22 @@ impl Database {
                 format!("cannot connect: {}", self.scrub(&err.to_string())),
             )
         })?;
-        let session: &[&str] = match self.dialect {
-            Dialect::Sqlite => &[],
-            Dialect::Postgres => &[
-                "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",
-                "SET TIME ZONE 'UTC'",
+        let millis = self.busy_timeout.as_millis().max(1);
+        let session = match self.dialect {
+            Dialect::Sqlite => vec![],
+            Dialect::Postgres => vec![
+                "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY".to_string(),
+                "SET TIME ZONE 'UTC'".to_string(),
+                format!("SET lock_timeout = {millis}"),
             ],
-            Dialect::Mysql => &[
-                "SET SESSION TRANSACTION READ ONLY",
-                "SET time_zone = '+00:00'",
+            Dialect::Mysql => vec![
+                "SET SESSION TRANSACTION READ ONLY".to_string(),
+                "SET time_zone = '+00:00'".to_string(),
+                format!("SET SESSION lock_wait_timeout = {}", millis.div_ceil(1000)),
             ],
         };
         for statement in session {
-            sqlx::query(*statement)
+            sqlx::raw_sql(AssertSqlSafe(statement))
                 .execute(&mut connection)
                 .await
                 .map_err(|err| self.error(&err))?;
@@ -190,6 +232,203 @@ impl Database {
 
     pub fn error(&self, err: &sqlx::Error) -> Error {
         Error::input(Location::source(&self.shown), self.scrub(&err.to_string()))
+    }
+
+    /// The error of a read that waited `busy_timeout` for another process's lock: nothing of
+    /// the source was used.
+    pub fn locked(&self, what: &str) -> Error {
+        Error::input(
+            Location::source(&self.shown),
+            format!(
+                "locked: another process held the database past the busy timeout of {} while reading {what}; nothing was read (raise `busy_timeout` in the config to wait longer)",
+                shown_duration(self.busy_timeout)
+            ),
+        )
+    }
+
+    /// A driver's error while reading `what`, as exit-2 input naming the database.
+    fn read_error(&self, what: &str, err: &sqlx::Error) -> Error {
+        let code = match err {
+            sqlx::Error::Database(database) => database.code().map(Cow::into_owned),
+            _ => None,
+        };
+        match (self.dialect, code.as_deref()) {
+            // lock_not_available (lock_timeout); ER_LOCK_WAIT_TIMEOUT.
+            (Dialect::Postgres, Some("55P03")) | (Dialect::Mysql, Some("HY000"))
+                if err.to_string().contains("lock") =>
+            {
+                self.locked(what)
+            }
+            _ => Error::input(
+                Location::source(&self.shown),
+                format!("cannot read {what}: {}", self.scrub(&err.to_string())),
+            ),
+        }
+    }
+}
+
+/// `30s`, `500ms`.
+fn shown_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        format!("{}s", millis / 1000)
+    } else {
+        format!("{millis}ms")
+    }
+}
+
+/// A bind value of a query: text or an integer.
+#[derive(Debug, Clone, Copy)]
+pub enum Param<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// One database read at one point in time: every statement a source runs (schema checks, rows)
+/// runs in one read-only transaction, so a source that Airflow and its tasks write while it is
+/// read is seen as it stood at one instant, never half before and half after a write.
+///
+/// * SQLite: the file opened read-only, one read transaction started by its first read, after
+///   waiting up to `busy_timeout` for a writer's lock. In WAL mode the transaction sees the
+///   database as of that read while writers go on; in rollback-journal mode its shared lock
+///   keeps writers from committing until the read ends.
+/// * PostgreSQL: `REPEATABLE READ READ ONLY`, whose snapshot is taken by the first statement.
+/// * MySQL (journals only): `START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY`.
+///
+/// A database locked past `busy_timeout` is an error naming it ([`Database::locked`]).
+pub struct ReadTransaction<'d> {
+    pub database: &'d Database,
+    connection: Open<'d>,
+}
+
+enum Open<'d> {
+    Sqlite(SqliteRead<'d>),
+    Server(AnyConnection),
+}
+
+impl<'d> ReadTransaction<'d> {
+    pub async fn begin(database: &'d Database) -> Result<ReadTransaction<'d>> {
+        let connection = match database.dialect {
+            Dialect::Sqlite => Open::Sqlite(SqliteRead::begin(database)?),
+            Dialect::Postgres | Dialect::Mysql => {
+                let mut connection = database.connect().await?;
+                let begin = match database.dialect {
+                    Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                    _ => "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+                };
+                sqlx::raw_sql(begin)
+                    .execute(&mut connection)
+                    .await
+                    .map_err(|err| database.read_error("the database", &err))?;
+                Open::Server(connection)
+            }
+        };
+        Ok(ReadTransaction {
+            database,
+            connection,
+        })
+    }
+
+    /// Runs `sql` and hands every row to `each` with its 1-based number; `columns` are looked
+    /// up once and given to `each` as indexes. `what` names what the statement reads in errors.
+    pub async fn for_each_row(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: &[Param<'_>],
+        columns: &[&str],
+        mut each: impl FnMut(usize, &Cells<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let database = self.database;
+        match &mut self.connection {
+            Open::Sqlite(read) => read.for_each_row(what, sql, params, columns, |number, row| {
+                each(number, &Cells::Sqlite(row))
+            }),
+            Open::Server(connection) => {
+                let mut query = sqlx::query(AssertSqlSafe(sql));
+                for param in params {
+                    query = match *param {
+                        Param::Text(text) => query.bind(text.to_string()),
+                        Param::Int(value) => query.bind(value),
+                    };
+                }
+                let mut rows = query.fetch(&mut *connection);
+                let mut indexes: Option<Vec<Option<usize>>> = None;
+                let mut number = 0usize;
+                while let Some(row) = rows
+                    .try_next()
+                    .await
+                    .map_err(|err| database.read_error(what, &err))?
+                {
+                    number += 1;
+                    let indexes = indexes.get_or_insert_with(|| {
+                        columns
+                            .iter()
+                            .map(|name| row.try_column(*name).ok().map(|c| c.ordinal()))
+                            .collect()
+                    });
+                    each(number, &Cells::Server { row: &row, indexes })?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends the transaction; it wrote nothing, so this only lets go of the snapshot and locks.
+    pub async fn finish(self) -> Result<()> {
+        match self.connection {
+            Open::Sqlite(read) => read.finish(),
+            Open::Server(mut connection) => {
+                sqlx::raw_sql("COMMIT")
+                    .execute(&mut connection)
+                    .await
+                    .map_err(|err| self.database.read_error("the database", &err))?;
+                let _ = connection.close().await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One row's cells, by the position of their name in `for_each_row`'s `columns`.
+pub enum Cells<'r> {
+    Sqlite(&'r SqliteCells<'r, 'r>),
+    Server {
+        row: &'r AnyRow,
+        indexes: &'r [Option<usize>],
+    },
+}
+
+impl Cells<'_> {
+    /// Whether the statement has the column.
+    pub fn has(&self, column: usize) -> bool {
+        match self {
+            Cells::Sqlite(row) => row.has(column),
+            Cells::Server { indexes, .. } => indexes[column].is_some(),
+        }
+    }
+
+    /// The cell as text; NULL as `None`.
+    pub fn text(&self, column: usize) -> std::result::Result<Option<Cow<'_, str>>, String> {
+        match self {
+            Cells::Sqlite(row) => row.text(column),
+            Cells::Server { row, indexes } => {
+                let index = indexes[column].ok_or("the query has no such column")?;
+                let value: Option<String> = row.try_get(index).map_err(|err| err.to_string())?;
+                Ok(value.map(Cow::Owned))
+            }
+        }
+    }
+
+    /// The cell as an integer; NULL as `None`.
+    pub fn int(&self, column: usize) -> std::result::Result<Option<i64>, String> {
+        match self {
+            Cells::Sqlite(row) => row.int(column),
+            Cells::Server { row, indexes } => {
+                let index = indexes[column].ok_or("the query has no such column")?;
+                row.try_get(index).map_err(|err| err.to_string())
+            }
+        }
     }
 }
 
@@ -238,5 +477,24 @@ mod tests {
         .unwrap();
         assert_eq!(env.url, "postgres://airflow:p%40ss%3Aw%2Frd@db/airflow");
         assert!(Database::parse("oracle://x/y", base, None).is_err());
+    }
+
+    #[test]
+    fn one_database_is_recognised_however_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::fs::write(dir.path().join("airflow.db"), b"").unwrap();
+        let parse = |url: &str, base: &Path| Database::parse(url, base, None).unwrap();
+        let direct = parse("sqlite:///airflow.db", dir.path());
+        let around = parse("sqlite:///../airflow.db", &dir.path().join("etc"));
+        let other = parse("sqlite:///journal.db", dir.path());
+        assert!(direct.same_database(&around));
+        assert!(!direct.same_database(&other));
+
+        let base = Path::new("/");
+        let postgres = parse("postgresql+psycopg2://airflow@db/airflow", base);
+        assert!(postgres.same_database(&parse("postgres://airflow@db/airflow", base)));
+        assert!(!postgres.same_database(&parse("postgres://journal@db/airflow", base)));
+        assert!(!postgres.same_database(&direct));
     }
 }

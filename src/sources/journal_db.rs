@@ -1,26 +1,38 @@
-//! The `journal` table from any sqlx database (SQLite, PostgreSQL, MySQL), with the
-//! configured mapping of column names and phase values.
+//! The `journal` table from a database (SQLite, PostgreSQL, MySQL), with the configured
+//! mapping of column names and phase values.
 //!
 //! The table's columns are listed first, so a missing mapped column is named with the table
 //! before any row is read. Every value is read as text and checked by the same code that checks
 //! snapshot files, so a bad timestamp or an unknown phase is reported the same way, with the
-//! row and column.
+//! row and column. Columns and rows are read in one read-only transaction
+//! ([`ReadTransaction`]): tasks append to the journal while the audit reads it.
 
 use std::borrow::Cow;
 
-use futures_util::TryStreamExt;
 use polars::prelude::*;
-use sqlx::{AnyConnection, AssertSqlSafe, Connection, Row};
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{JOURNAL, Kind};
-use crate::sources::database::{Database, Dialect};
+use crate::sources::database::{Database, Dialect, Param, ReadTransaction};
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
-use crate::sources::sqlite_rows;
 
-/// Reads the whole journal table: objects of DAGs outside an audit are recognised by their
-/// journal rows, so even a `--dag` audit needs every row.
+/// Reads the whole journal table in one read transaction of its own: objects of DAGs outside
+/// an audit are recognised by their journal rows, so even a `--dag` audit needs every row.
 pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result<DataFrame> {
+    let mut transaction = ReadTransaction::begin(database).await?;
+    let journal = read_in(&mut transaction, table, mapping).await?;
+    transaction.finish().await?;
+    Ok(journal)
+}
+
+/// Reads the whole journal table inside `transaction` (which may also read the attempts, when
+/// the journal lives in Airflow's metadata database).
+pub async fn read_in(
+    transaction: &mut ReadTransaction<'_>,
+    table: &str,
+    mapping: &Mapping,
+) -> Result<DataFrame> {
+    let database = transaction.database;
     let source = format!("{} table {table}", database.shown);
     let identifier_ok = |name: &str| {
         !name.is_empty()
@@ -38,8 +50,7 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
             "the table name must be letters, digits and _ (schema.table allowed)",
         ));
     }
-    let mut connection = database.connect().await?;
-    let existing = columns(&mut connection, database, table).await?;
+    let existing = columns(transaction, table).await?;
     if existing.is_empty() {
         return Err(Error::input(
             Location::source(&source),
@@ -132,29 +143,13 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
         }
         Ok(())
     };
-    if database.dialect == Dialect::Sqlite {
-        let _ = connection.close().await;
-        let names: Vec<&str> = JOURNAL.iter().map(|spec| spec.name).collect();
-        sqlite_rows::for_each_row(database, &sql, &[], &names, |number, row| {
+    let names: Vec<&str> = JOURNAL.iter().map(|spec| spec.name).collect();
+    transaction
+        .for_each_row("the journal", &sql, &[], &names, |number, row| {
             let cells: Vec<_> = (0..JOURNAL.len()).map(|index| row.text(index)).collect();
             push_row(number, cells)
-        })?;
-    } else {
-        let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut connection);
-        let mut number = 0usize;
-        while let Some(row) = rows.try_next().await.map_err(|err| database.error(&err))? {
-            number += 1;
-            let cells: Vec<_> = (0..JOURNAL.len())
-                .map(|index| {
-                    let cell: Option<String> = row.try_get(index).map_err(|err| err.to_string())?;
-                    Ok(cell.map(Cow::Owned))
-                })
-                .collect();
-            push_row(number, cells)?;
-        }
-        drop(rows);
-        let _ = connection.close().await;
-    }
+        })
+        .await?;
     let columns = JOURNAL
         .iter()
         .zip(values)
@@ -163,25 +158,28 @@ pub async fn read(database: &Database, table: &str, mapping: &Mapping) -> Result
     DataFrame::new_infer_height(columns).engine("assembling the journal")
 }
 
-async fn columns(
-    connection: &mut AnyConnection,
-    database: &Database,
-    table: &str,
-) -> Result<Vec<String>> {
+async fn columns(transaction: &mut ReadTransaction<'_>, table: &str) -> Result<Vec<String>> {
+    let database = transaction.database;
     let sql = match database.dialect {
         Dialect::Sqlite => include_str!("../../queries/journal/sqlite/columns.sql"),
         Dialect::Postgres => include_str!("../../queries/journal/postgres/columns.sql"),
         Dialect::Mysql => include_str!("../../queries/journal/mysql/columns.sql"),
     };
-    let rows = sqlx::query(sql)
-        .bind(table.to_string())
-        .fetch_all(&mut *connection)
-        .await
-        .map_err(|err| database.error(&err))?;
-    rows.iter()
-        .map(|row| {
-            row.try_get::<String, _>("column_name")
-                .map_err(|err| database.error(&err))
-        })
-        .collect()
+    let mut columns = Vec::new();
+    transaction
+        .for_each_row(
+            "the journal table's columns",
+            sql,
+            &[Param::Text(table)],
+            &["column_name"],
+            |number, row| {
+                let name = row.text(0).map_err(|message| {
+                    Error::input(Location::source(&database.shown).row(number), message)
+                })?;
+                columns.push(name.unwrap_or_default().into_owned());
+                Ok(())
+            },
+        )
+        .await?;
+    Ok(columns)
 }

@@ -6,6 +6,7 @@ pub mod database;
 pub mod journal_db;
 mod pickle;
 pub mod provider_http;
+pub mod retry;
 pub mod saved;
 pub mod snapshot;
 pub mod sqlite_rows;
@@ -50,13 +51,31 @@ impl Tables {
 /// A provider listing is asked only for the objects created in the window `listing_window`
 /// gives for the attempts read: the audited tries' span plus the slack (SPEC §3).
 ///
-/// The journal is read on its own thread while the attempts are read and the provider listed.
+/// Each database is read at one point in time (`database::ReadTransaction`). A journal in its
+/// own database is read on its own thread while the attempts are read and the provider listed;
+/// a journal table in Airflow's metadata database is read after the tries in the same
+/// transaction, so both tables show the database as it stood at one instant.
 /// Errors are reported in that order whichever comes first.
 pub fn load(
     config: &Config,
     filter: &airflow_db::Filter,
     listing_window: &ListingWindow<'_>,
 ) -> Result<Tables> {
+    if let Some((database, table)) = shared_database(config) {
+        let started = std::time::Instant::now();
+        let read = runtime()?.block_on(async {
+            let mut transaction = database::ReadTransaction::begin(database).await?;
+            let attempts = airflow_db::read_in(&mut transaction, filter).await?;
+            let journal = journal_db::read_in(&mut transaction, table, &mapping(config)).await?;
+            transaction.finish().await?;
+            Ok::<_, crate::error::Error>((attempts, journal))
+        });
+        crate::timing::phase("read:attempts+journal", started);
+        let (attempts, journal) = read?;
+        let attempts = Ok((attempts.attempts, attempts.warnings));
+        let provider = read_provider_after(config, listing_window, &attempts);
+        return finish(config, attempts, Ok(journal), provider);
+    }
     std::thread::scope(|scope| {
         let journal = scope.spawn(|| {
             let started = std::time::Instant::now();
@@ -67,28 +86,72 @@ pub fn load(
         let started = std::time::Instant::now();
         let attempts = read_attempts(config, filter);
         crate::timing::phase("read:attempts", started);
-        let started = std::time::Instant::now();
-        let provider = match &attempts {
-            Ok((attempts, _)) => Some(read_provider(config, listing_window, attempts)),
-            Err(_) => None,
-        };
-        crate::timing::phase("read:provider", started);
+        let provider = read_provider_after(config, listing_window, &attempts);
         let journal = journal.join().expect("the journal reader does not panic");
-        let (attempts, mut warnings) = attempts?;
-        let journal = journal?;
-        let (provider, listed_window, listing_warnings) =
-            provider.expect("the provider is read once the attempts are")?;
-        warnings.extend(listing_warnings);
-        Ok(Tables {
-            attempts,
-            journal,
-            provider,
-            warnings,
-            origins: Table::ALL.map(|table| describe(config, table)),
-            listed_window,
-            snapshot_hash: None,
-        })
+        finish(config, attempts, journal, provider)
     })
+}
+
+/// The metadata database and the journal table, when the journal is a table of it.
+fn shared_database(config: &Config) -> Option<(&database::Database, &str)> {
+    match (&config.attempts, &config.journal.source) {
+        (Source::Database(airflow), Source::Database(journal))
+            if airflow.same_database(journal) =>
+        {
+            Some((airflow, config.journal.table.as_deref().unwrap_or_default()))
+        }
+        _ => None,
+    }
+}
+
+type ProviderRead = Result<(
+    DataFrame,
+    Option<crate::prepare::ProviderWindow>,
+    Vec<String>,
+)>;
+
+/// The provider, once the attempts say which window to list; nothing if they failed.
+fn read_provider_after(
+    config: &Config,
+    listing_window: &ListingWindow<'_>,
+    attempts: &Result<(DataFrame, Vec<String>)>,
+) -> Option<ProviderRead> {
+    let started = std::time::Instant::now();
+    let provider = match attempts {
+        Ok((attempts, _)) => Some(read_provider(config, listing_window, attempts)),
+        Err(_) => None,
+    };
+    crate::timing::phase("read:provider", started);
+    provider
+}
+
+fn finish(
+    config: &Config,
+    attempts: Result<(DataFrame, Vec<String>)>,
+    journal: Result<DataFrame>,
+    provider: Option<ProviderRead>,
+) -> Result<Tables> {
+    let (attempts, mut warnings) = attempts?;
+    let journal = journal?;
+    let (provider, listed_window, listing_warnings) =
+        provider.expect("the provider is read once the attempts are")?;
+    warnings.extend(listing_warnings);
+    Ok(Tables {
+        attempts,
+        journal,
+        provider,
+        warnings,
+        origins: Table::ALL.map(|table| describe(config, table)),
+        listed_window,
+        snapshot_hash: None,
+    })
+}
+
+fn mapping(config: &Config) -> snapshot::Mapping {
+    snapshot::Mapping {
+        columns: config.journal.columns.clone(),
+        phases: Some(config.journal.phases.clone()),
+    }
 }
 
 fn read_attempts(config: &Config, filter: &airflow_db::Filter) -> Result<(DataFrame, Vec<String>)> {
@@ -110,10 +173,7 @@ fn read_attempts(config: &Config, filter: &airflow_db::Filter) -> Result<(DataFr
 }
 
 fn read_journal(config: &Config) -> Result<DataFrame> {
-    let mapping = snapshot::Mapping {
-        columns: config.journal.columns.clone(),
-        phases: Some(config.journal.phases.clone()),
-    };
+    let mapping = mapping(config);
     match &config.journal.source {
         Source::Snapshot(path) => snapshot::read(path, Table::Journal, &mapping),
         Source::Database(database) => {
@@ -135,11 +195,7 @@ fn read_provider(
     config: &Config,
     listing_window: &ListingWindow<'_>,
     attempts: &DataFrame,
-) -> Result<(
-    DataFrame,
-    Option<crate::prepare::ProviderWindow>,
-    Vec<String>,
-)> {
+) -> ProviderRead {
     match &config.provider.source {
         Source::Listing(api) => {
             let window = listing_window(attempts)?;

@@ -1,45 +1,54 @@
 //! The `provider` table from the provider's own paginated listing API (SPEC §3).
 //!
 //! Every provider pages differently, so the listing is configured, not coded: `[provider]`
-//! names the endpoint, the pagination style (`cursor`, `link`, `page`, `offset`), the JSON
-//! path of the items, the created-after/before parameters and a dotted JSON path for each
-//! canonical column. What is read:
+//! names the endpoint, the pagination style (`cursor`, `link`, `page`, `offset`, `stripe`,
+//! `relay`), the JSON path of the items, the created-after/before parameters and a dotted JSON
+//! path for each canonical column. What is read:
 //!
 //! * `page` and `offset` listings are read concurrently: the first page, then the following
-//!   pages `concurrency` at a time, in order, until one comes back shorter than the page size
-//!   (or, when `total` names the count, up to the last page the count implies).
-//! * `cursor` and `link` listings can only be read one page after another; a bounded window
-//!   is split into `sub_windows` created-at slices which are listed concurrently. Slices
-//!   overlap by a second at their edges, so a server that treats its bounds as exclusive
-//!   loses nothing; what two slices both list is counted once.
+//!   pages `concurrency` at a time, in order, until one comes back shorter than the provider's
+//!   page (or, when `total` names the count, up to the last page the count implies).
+//! * `cursor`, `link`, `stripe` and `relay` listings can only be read one page after another;
+//!   a bounded window is split into `sub_windows` created-at slices which are listed
+//!   concurrently. Slices overlap by a second at their edges, so a server that treats its
+//!   bounds as exclusive loses nothing; what two slices both list is counted once.
 //! * An object seen twice (the listing shifted while it was read) is counted once by its
 //!   external id; when the two copies differ the later page's copy is kept, with a warning.
 //!
-//! Politeness: at most `concurrency` requests in flight, at most `requests_per_second`,
-//! retries with exponential backoff and jitter on 429, 5xx, timeouts and dropped connections,
-//! honouring `Retry-After` (seconds or an HTTP date), all inside a total `deadline`.
+//! The listing ends only where the provider says it does: a null or empty next cursor or URL,
+//! a `Link` header without `rel="next"`, `has_more: false`, `hasNextPage: false`, or a short
+//! page of a page/offset listing. A page that says nothing of the kind while it is full (its
+//! next pointer absent: a misconfigured path, not an end), or that ends the listing while its
+//! `has_more`, `total` or `Link` header says more follow (providers clamp page sizes silently),
+//! leaves the listing incomplete.
+//!
+//! Politeness: at most `concurrency` requests in flight, at most `requests_per_second`, and
+//! [`retry`](crate::sources::retry)'s retries, inside a total `deadline`.
 //!
 //! Anything that leaves the listing partial — a page that never came, a body that is not
-//! JSON, a repeating cursor, the page cap, the deadline, an object with a missing or mistyped
-//! field — is [`Error::Incomplete`] naming the source, the URL, the page and the field: no
-//! table is ever built from part of a listing. Secrets come from the environment, travel only
-//! in headers (marked sensitive) and are scrubbed from every message.
+//! JSON, a repeating cursor, an end the provider did not declare, the page cap, the deadline,
+//! an object with a missing or mistyped field — is [`Error::Incomplete`] naming the source,
+//! the URL, the page and the field: no table is ever built from part of a listing. Secrets
+//! come from the environment, travel only in headers (marked sensitive) and are scrubbed from
+//! every message.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use base64::Engine;
 use futures_util::{StreamExt, TryStreamExt};
 use polars::prelude::*;
 use reqwest::Url;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, LINK, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, LINK};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{PROVIDER, Table};
+use crate::sources::retry::{Failure, Retrier, RetryPolicy, describe};
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
 use crate::timestamp;
 
@@ -84,22 +93,41 @@ impl std::fmt::Display for JsonPath {
 /// How the listing is paged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pagination {
-    /// An opaque token in the body (`next`), sent back as `param`. A null, empty or absent
-    /// token ends the listing.
+    /// An opaque token in the body (`next`), sent back as `param`. A null or empty token ends
+    /// the listing; an absent one says nothing.
     Cursor { param: String, next: JsonPath },
     /// The next page's URL: in an RFC 8288 `Link: <…>; rel="next"` header (`next` None), or
-    /// in the body at `next`.
+    /// in the body at `next`. A `Link` header without `rel="next"`, or a null URL, ends it.
     Link { next: Option<JsonPath> },
     /// Page numbers from `first`.
     Page { param: String, first: i64 },
     /// Item offsets from 0.
     Offset { param: String },
+    /// Stripe's: while a page's `has_more` is true, the external id of its last object is sent
+    /// back as `param` (`starting_after`).
+    Stripe { param: String },
+    /// Relay's: while `has_next_page` is true, `end_cursor` is sent back as `param` (`after`).
+    Relay {
+        param: String,
+        has_next_page: JsonPath,
+        end_cursor: JsonPath,
+    },
 }
 
 impl Pagination {
+    /// Whether each page names the next (page and offset listings number their pages).
     fn sequential(&self) -> bool {
-        matches!(self, Pagination::Cursor { .. } | Pagination::Link { .. })
+        !matches!(self, Pagination::Page { .. } | Pagination::Offset { .. })
     }
+}
+
+/// Where a page says whether more pages follow (`has_more: true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MoreFlag {
+    /// Configured, or Stripe's: every page carries this boolean.
+    Required(JsonPath),
+    /// Not configured: the path is read on pages that carry a boolean there.
+    IfPresent(JsonPath),
 }
 
 /// How created-after/before values are written in the query.
@@ -198,8 +226,10 @@ pub struct ProviderApi {
     pub page_size: u32,
     /// Where the array of objects is in a page's body.
     pub items: JsonPath,
-    /// Where a page/offset body gives the total number of objects, if it does.
+    /// Where a page's body gives the total number of objects, if it does.
     pub total: Option<JsonPath>,
+    /// Where a page's body says more pages follow.
+    pub has_more: MoreFlag,
     pub created_after_param: Option<String>,
     pub created_before_param: Option<String>,
     pub time_format: TimeFormat,
@@ -211,23 +241,18 @@ pub struct ProviderApi {
     pub concurrency: usize,
     /// The least time between two requests (from `requests_per_second`).
     pub min_interval: Option<Duration>,
-    pub retries: u32,
-    /// One request, connection to last byte.
-    pub timeout: Duration,
-    /// The whole listing.
-    pub deadline: Duration,
+    /// Retries, the timeout of one request and the deadline of the whole listing.
+    pub retry: RetryPolicy,
     pub max_pages: usize,
     /// The largest body one page may have, in bytes, as read: after any gzip decoding, so a
     /// small compressed answer cannot unpack into an unbounded one.
     pub max_page_bytes: u64,
     /// The most objects the whole listing may hold (repeats included).
     pub max_objects: usize,
-    /// Created-at slices a cursor or link listing is split into (when the window is bounded).
+    /// Created-at slices a sequential listing is split into (when the window is bounded).
     pub sub_windows: usize,
     /// Margin around the audited tries, microseconds.
     pub slack: i64,
-    /// The first retry's wait; each further retry doubles it (with jitter).
-    pub backoff: Duration,
 }
 
 impl ProviderApi {
@@ -299,23 +324,23 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
     // reqwest is built without a crypto provider; https needs one installed (Err: already is).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
-        .connect_timeout(api.timeout.min(Duration::from_secs(10)))
-        .timeout(api.timeout)
+        .connect_timeout(api.retry.timeout.min(Duration::from_secs(10)))
+        .timeout(api.retry.timeout)
         .user_agent(concat!("onceonly/", env!("CARGO_PKG_VERSION")))
         .default_headers(auth_headers(api)?)
         .build()
-        .map_err(|err| api.incomplete(format!("cannot build an HTTP client: {}", chain(&err))))?;
+        .map_err(|err| {
+            api.incomplete(format!("cannot build an HTTP client: {}", describe(&err)))
+        })?;
     let fetcher = Fetcher {
         api,
         http,
         permits: Semaphore::new(api.concurrency.max(1)),
         pace: Mutex::new(Instant::now()),
-        deadline: Instant::now() + api.deadline,
+        retrier: Retrier::new(api.retry),
         pages: AtomicUsize::new(0),
         objects: AtomicUsize::new(0),
         requests: AtomicUsize::new(0),
-        retries: AtomicUsize::new(0),
-        seed: AtomicU64::new(seed()),
     };
     let base = Url::parse(&api.url).map_err(|err| api.incomplete(format!("{}: {err}", api.url)))?;
     let fetch_started = std::time::Instant::now();
@@ -363,7 +388,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         window,
         pages: fetcher.pages.load(Ordering::Relaxed),
         requests: fetcher.requests.load(Ordering::Relaxed),
-        retries: fetcher.retries.load(Ordering::Relaxed),
+        retries: fetcher.retrier.retries(),
         sub_windows,
         ..ListingCoverage::default()
     };
@@ -455,7 +480,10 @@ fn auth_headers(api: &ProviderApi) -> Result<HeaderMap> {
         Auth::Bearer(token) => (AUTHORIZATION, format!("Bearer {}", token.0)),
         Auth::Basic { user, password } => (
             AUTHORIZATION,
-            format!("Basic {}", base64(&format!("{user}:{}", password.0))),
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", password.0))
+            ),
         ),
         Auth::Header { name, value } => (
             HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("auth header name"))?,
@@ -466,26 +494,6 @@ fn auth_headers(api: &ProviderApi) -> Result<HeaderMap> {
     value.set_sensitive(true);
     headers.insert(name, value);
     Ok(headers)
-}
-
-fn base64(text: &str) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// One page as read: where it came from and its objects.
@@ -526,7 +534,32 @@ impl Object {
 /// A page's parsed answer.
 struct Answer {
     body: Value,
-    link_next: Option<String>,
+    /// The page's `Link` header, if it has one.
+    links: Option<Links>,
+}
+
+/// What a `Link` header names, resolved against the page's URL.
+struct Links {
+    next: Option<String>,
+    last: Option<String>,
+}
+
+/// What a page says about the pages after it, besides its own next pointer.
+struct Hints {
+    /// `total`: the provider's count of the whole listing.
+    total: Option<i64>,
+    /// `has_more`.
+    has_more: Option<bool>,
+}
+
+/// Where a sequential listing goes after a page.
+enum Step {
+    /// The next page, and the token that names it (a repeat means the listing loops).
+    Next { token: String, url: Url },
+    /// The provider said the listing ends here (a null cursor, `has_more: false`, …).
+    End,
+    /// The page names no next page and no end: its pointer is absent (what is absent).
+    Silent(String),
 }
 
 struct Fetcher<'a> {
@@ -535,91 +568,47 @@ struct Fetcher<'a> {
     permits: Semaphore,
     /// The earliest time the next request may start (the requests-per-second limit).
     pace: Mutex<Instant>,
-    deadline: Instant,
+    retrier: Retrier,
     pages: AtomicUsize,
     /// Objects read so far, for `max_objects`.
     objects: AtomicUsize,
     requests: AtomicUsize,
-    retries: AtomicUsize,
-    seed: AtomicU64,
-}
-
-/// What went wrong with one request, and whether trying again may help.
-enum Failure {
-    Retry {
-        reason: String,
-        after: Option<Duration>,
-    },
-    Fatal(String),
 }
 
 impl Fetcher<'_> {
-    /// A cursor or link listing, one page after another.
+    /// A sequential listing (cursor, link, stripe, relay), one page after another.
     async fn sequential(&self, first: Url, slice: &str) -> Result<Vec<Page>> {
         let api = self.api;
         let mut url = first;
         let mut seen: HashSet<String> = HashSet::new();
         let mut pages = Vec::new();
-        let mut number = 0usize;
-        loop {
-            number += 1;
+        let mut listed = 0i64;
+        for number in 1.. {
             let label = format!("GET {url}, page {number} of the {slice}");
             let answer = self.fetch(&url, &label).await?;
+            let hints = self.hints(&answer.body, &label)?;
+            let step = self.step(&answer, &hints, &url, &label)?;
             let items = self.items(&answer.body, &label)?;
+            let count = items.len();
+            listed += count as i64;
             pages.push(Page { label, items });
             let label = &pages.last().expect("just pushed").label;
-            let next = match &api.pagination {
-                Pagination::Cursor { param, next } => {
-                    let cursor = match next.get(&answer.body) {
-                        None | Some(Value::Null) => None,
-                        Some(Value::String(text)) if text.is_empty() => None,
-                        Some(Value::String(text)) => Some(text.clone()),
-                        Some(Value::Number(number)) => Some(number.to_string()),
-                        Some(other) => {
-                            return Err(api.incomplete(format!(
-                                "{label}: the next cursor `{next}` is {other}, not a token"
-                            )));
-                        }
-                    };
-                    cursor.map(|cursor| (cursor.clone(), with_param(&url, param, &cursor)))
+            let (token, next_url) = match step {
+                Step::Next { token, url } => (token, url),
+                // `has_more: false`, or a total reached, declares the end without a pointer.
+                Step::Silent(absent)
+                    if count >= api.page_size as usize
+                        && hints.has_more != Some(false)
+                        && hints.total.is_none_or(|total| total > listed) =>
+                {
+                    return Err(api.incomplete(format!(
+                        "{label}: a full page of {count} objects, and {absent}: the provider named neither a next page nor the end (does `pagination` match how this provider pages?)"
+                    )));
                 }
-                Pagination::Link { next } => {
-                    let link = match next {
-                        None => answer.link_next.clone(),
-                        Some(path) => match path.get(&answer.body) {
-                            None | Some(Value::Null) => None,
-                            Some(Value::String(text)) if text.is_empty() => None,
-                            Some(Value::String(text)) => Some(text.clone()),
-                            Some(other) => {
-                                return Err(api.incomplete(format!(
-                                    "{label}: the next URL `{path}` is {other}, not a URL"
-                                )));
-                            }
-                        },
-                    };
-                    match link {
-                        None => None,
-                        Some(link) => {
-                            let next = url.join(&link).map_err(|err| {
-                                api.incomplete(format!(
-                                    "{label}: the next link {link:?} is not a URL ({err})"
-                                ))
-                            })?;
-                            // Credentials go only where they were configured to go.
-                            if next.origin() != url.origin() {
-                                return Err(api.incomplete(format!(
-                                    "{label}: the next link points to another server ({})",
-                                    next.origin().ascii_serialization()
-                                )));
-                            }
-                            Some((next.to_string(), next))
-                        }
-                    }
+                Step::End | Step::Silent(_) => {
+                    self.check_end(label, (&answer, &hints, &url), listed)?;
+                    return Ok(pages);
                 }
-                _ => unreachable!("only cursor and link listings are sequential"),
-            };
-            let Some((token, next_url)) = next else {
-                return Ok(pages);
             };
             if !seen.insert(token.clone()) {
                 return Err(api.incomplete(format!(
@@ -628,6 +617,159 @@ impl Fetcher<'_> {
             }
             url = next_url;
         }
+        unreachable!("the pages of a listing are counted without end")
+    }
+
+    /// Where a sequential listing goes after this page, by the style's own pointer.
+    fn step(&self, answer: &Answer, hints: &Hints, url: &Url, label: &str) -> Result<Step> {
+        let api = self.api;
+        let body = &answer.body;
+        let absent = |path: &JsonPath, key: &str| format!("the answer has no `{path}` ({key})");
+        Ok(match &api.pagination {
+            Pagination::Cursor { param, next } => match next.get(body) {
+                None => Step::Silent(absent(next, "next_cursor")),
+                Some(value) => match token(value) {
+                    Ok(None) => Step::End,
+                    Ok(Some(cursor)) => Step::Next {
+                        url: with_param(url, param, &cursor),
+                        token: cursor,
+                    },
+                    Err(()) => {
+                        return Err(api.incomplete(format!(
+                            "{label}: the next cursor `{next}` is {value}, not a token"
+                        )));
+                    }
+                },
+            },
+            Pagination::Link { next: None } => match &answer.links {
+                Some(Links {
+                    next: Some(link), ..
+                }) => self.follow(url, link, label)?,
+                Some(_) => Step::End,
+                None => Step::Silent("no `Link` header".to_string()),
+            },
+            Pagination::Link { next: Some(path) } => match path.get(body) {
+                None => Step::Silent(absent(path, "next_url")),
+                Some(Value::Null) => Step::End,
+                Some(Value::String(link)) if link.is_empty() => Step::End,
+                Some(Value::String(link)) => self.follow(url, link, label)?,
+                Some(other) => {
+                    return Err(api.incomplete(format!(
+                        "{label}: the next URL `{path}` is {other}, not a URL"
+                    )));
+                }
+            },
+            Pagination::Stripe { param } => match hints.has_more {
+                Some(false) => Step::End,
+                _ => {
+                    // `has_more` is required of a Stripe listing: `hints` has checked it.
+                    let id_path = api.path("external_id");
+                    let last = page_items(api, body, label)?.last().ok_or_else(|| {
+                        api.incomplete(format!(
+                            "{label}: `has_more` is true on a page with no objects: there is no last object to go on from"
+                        ))
+                    })?;
+                    match id_path.get(last).map(token) {
+                        Some(Ok(Some(id))) => Step::Next {
+                            url: with_param(url, param, &id),
+                            token: id,
+                        },
+                        _ => {
+                            return Err(api.incomplete(format!(
+                                "{label}: `has_more` is true, but the last object has no `{id_path}` (external_id) to send back as {param}"
+                            )));
+                        }
+                    }
+                }
+            },
+            Pagination::Relay {
+                param,
+                has_next_page,
+                end_cursor,
+            } => match has_next_page.get(body) {
+                Some(Value::Bool(false)) => Step::End,
+                Some(Value::Bool(true)) => match end_cursor.get(body).map(token) {
+                    Some(Ok(Some(cursor))) => Step::Next {
+                        url: with_param(url, param, &cursor),
+                        token: cursor,
+                    },
+                    _ => {
+                        return Err(api.incomplete(format!(
+                            "{label}: `{has_next_page}` is true, but `{end_cursor}` names no cursor to go on from"
+                        )));
+                    }
+                },
+                None => {
+                    return Err(api.incomplete(format!(
+                        "{label}: {} (is `has_next_page` the path of hasNextPage?)",
+                        absent(has_next_page, "has_next_page")
+                    )));
+                }
+                Some(other) => {
+                    return Err(api.incomplete(format!(
+                        "{label}: `{has_next_page}` is {other}, not true or false"
+                    )));
+                }
+            },
+            Pagination::Page { .. } | Pagination::Offset { .. } => {
+                unreachable!("page and offset listings number their pages")
+            }
+        })
+    }
+
+    /// A next link, resolved against the page's URL, on the same server.
+    fn follow(&self, url: &Url, link: &str, label: &str) -> Result<Step> {
+        let api = self.api;
+        let next = url.join(link).map_err(|err| {
+            api.incomplete(format!(
+                "{label}: the next link {link:?} is not a URL ({err})"
+            ))
+        })?;
+        // Credentials go only where they were configured to go.
+        if next.origin() != url.origin() {
+            return Err(api.incomplete(format!(
+                "{label}: the next link points to another server ({})",
+                next.origin().ascii_serialization()
+            )));
+        }
+        Ok(Step::Next {
+            token: next.to_string(),
+            url: next,
+        })
+    }
+
+    /// A page where the listing would end: an error when the page itself says that more
+    /// follow. `listed` counts the objects of the listing up to the page's end.
+    fn check_end(&self, label: &str, read: (&Answer, &Hints, &Url), listed: i64) -> Result<()> {
+        match self.more(read, listed) {
+            None => Ok(()),
+            Some(more) => Err(self.api.incomplete(format!(
+                "{label}: the listing would end on this page, but {more}: the provider says more follow (it may serve fewer objects a page than asked, or name no way on)"
+            ))),
+        }
+    }
+
+    /// Why a page says more pages follow, if it does: `has_more`, a `total` past the objects
+    /// up to its end (`listed`), or a `Link` header naming a next or another last page.
+    fn more(&self, (answer, hints, url): (&Answer, &Hints, &Url), listed: i64) -> Option<String> {
+        let api = self.api;
+        if let (Some(total), Some(path)) = (hints.total, &api.total)
+            && total > listed
+        {
+            return Some(format!(
+                "the total `{path}` is {total}, and {listed} objects come up to this page"
+            ));
+        }
+        if hints.has_more == Some(true) {
+            return Some(format!("`{}` is true", api.has_more.path()));
+        }
+        let links = answer.links.as_ref()?;
+        if let Some(next) = &links.next {
+            return Some(format!("its `Link` header names a next page ({next})"));
+        }
+        let last = links.last.as_ref()?;
+        (!same_page(url, last))
+            .then(|| format!("its `Link` header names another last page ({last})"))
     }
 
     /// A page-number or offset listing: the first page, then the rest concurrently.
@@ -637,7 +779,7 @@ impl Fetcher<'_> {
         let (param, first_number) = match &api.pagination {
             Pagination::Page { param, first } => (param.as_str(), *first),
             Pagination::Offset { param } => (param.as_str(), 0),
-            _ => unreachable!("cursor and link listings are sequential"),
+            _ => unreachable!("the other styles are sequential"),
         };
         let is_offset = matches!(api.pagination, Pagination::Offset { .. });
         // Page `slot` (0-based) as a request, given the number of objects a full page holds.
@@ -654,32 +796,36 @@ impl Fetcher<'_> {
             async move {
                 let label = format!("GET {url}, page {}", slot + 1);
                 let answer = self.fetch(&url, &label).await?;
-                let total = self.total(&answer.body, &label)?;
+                let hints = self.hints(&answer.body, &label)?;
                 let items = self.items(&answer.body, &label)?;
-                Ok::<_, Error>((Page { label, items }, total))
+                Ok::<_, Error>(Numbered {
+                    page: Page { label, items },
+                    answer,
+                    hints,
+                    url,
+                    slot,
+                })
             }
         };
 
-        let (page, total) = fetch_slot(0, i64::from(api.page_size)).await?;
-        let mut full = i64::from(api.page_size);
-        let mut count = page.items.len() as i64;
-        let mut pages = vec![page];
-        if count == 0 {
-            return Ok(pages);
-        }
+        let asked = i64::from(api.page_size);
+        let mut read = fetch_slot(0, asked).await?;
+        let count = read.count();
+        let mut total = read.hints.total;
+        let mut full = asked;
         let mut next_slot = 1;
-        if count < full {
-            // Either everything fitted, or the server serves fewer than asked: page 2 tells.
-            let (page, _) = fetch_slot(1, count).await?;
-            if page.items.is_empty() {
-                return Ok(pages);
-            }
+        let mut pages = Vec::new();
+        if count > 0 && count < asked {
+            let says_more = self
+                .more((&read.answer, &read.hints, &read.url), count)
+                .is_some();
             full = count;
-            count = page.items.len() as i64;
-            pages.push(page);
-            next_slot = 2;
-            if count < full {
-                return Ok(pages);
+            if !says_more {
+                // Everything fitted, or the server serves fewer than asked: page 2 tells.
+                pages.push(read.page);
+                read = fetch_slot(1, count).await?;
+                total = read.hints.total.or(total);
+                next_slot = 2;
             }
         }
         // With a total the number of pages is known; without one, or when the listing grew
@@ -687,34 +833,71 @@ impl Fetcher<'_> {
         let last_slot = |total: Option<i64>| total.map(|total| (total.max(1) - 1) / full);
         let mut bounded = last_slot(total);
         loop {
-            let end = bounded.unwrap_or(i64::MAX);
-            if end < next_slot {
+            if read.count() < full || bounded.is_some_and(|last| last < next_slot) {
+                let reached = read.slot * full + read.count();
+                self.check_end(
+                    &read.page.label,
+                    (&read.answer, &read.hints, &read.url),
+                    reached,
+                )?;
+                pages.push(read.page);
                 return Ok(pages);
             }
+            pages.push(read.page);
+            let end = bounded.unwrap_or(i64::MAX);
             let mut stream = futures_util::stream::iter(next_slot..=end)
                 .map(|slot| fetch_slot(slot, full))
                 .buffered(api.concurrency.max(1));
-            let mut latest_total = None;
+            let mut latest = None;
             while let Some(result) = stream.next().await {
-                let (page, total) = result?;
-                let short = (page.items.len() as i64) < full;
-                pages.push(page);
-                next_slot += 1;
-                latest_total = total.or(latest_total);
-                if short {
-                    return Ok(pages);
+                let page = result?;
+                next_slot = page.slot + 1;
+                if let Some(previous) = latest.replace(page) {
+                    pages.push(previous.page);
+                }
+                if latest.as_ref().is_some_and(|page| page.count() < full) {
+                    break;
                 }
             }
-            if bounded.is_none() {
-                return Ok(pages);
-            }
+            read = latest.expect("a bounded stream reads at least one page");
             // The last page was full: the listing may have grown while it was read. The
             // latest total says how far; without one, read on until a short page.
-            bounded = match last_slot(latest_total) {
-                Some(last) if last < next_slot => return Ok(pages),
-                other => other,
+            bounded = match (bounded, read.hints.total) {
+                (Some(_), Some(total)) => last_slot(Some(total)),
+                (bounded, _) => bounded,
             };
         }
+    }
+
+    /// A page's `total` and `has_more`, each checked.
+    fn hints(&self, body: &Value, label: &str) -> Result<Hints> {
+        let api = self.api;
+        let total = match &api.total {
+            None => None,
+            Some(path) => match path.get(body) {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(value.as_i64().filter(|n| *n >= 0).ok_or_else(|| {
+                    api.incomplete(format!(
+                        "{label}: the total `{path}` is {value}, not a count"
+                    ))
+                })?),
+            },
+        };
+        let has_more = match (&api.has_more, api.has_more.path().get(body)) {
+            (_, Some(Value::Bool(more))) => Some(*more),
+            (MoreFlag::IfPresent(_), _) => None,
+            (MoreFlag::Required(path), None) => {
+                return Err(api.incomplete(format!(
+                    "{label}: the answer has no `{path}` (has_more), so it does not say whether more pages follow"
+                )));
+            }
+            (MoreFlag::Required(path), Some(other)) => {
+                return Err(api.incomplete(format!(
+                    "{label}: `{path}` (has_more) is {other}, not true or false"
+                )));
+            }
+        };
+        Ok(Hints { total, has_more })
     }
 
     fn items(&self, body: &Value, label: &str) -> Result<Vec<Object>> {
@@ -732,20 +915,6 @@ impl Fetcher<'_> {
             .collect())
     }
 
-    fn total(&self, body: &Value, label: &str) -> Result<Option<i64>> {
-        let Some(path) = &self.api.total else {
-            return Ok(None);
-        };
-        match path.get(body) {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => value.as_i64().filter(|n| *n >= 0).map(Some).ok_or_else(|| {
-                self.api.incomplete(format!(
-                    "{label}: the total `{path}` is {value}, not a count"
-                ))
-            }),
-        }
-    }
-
     /// One page, retried as politeness allows; its body parsed as JSON.
     async fn fetch(&self, url: &Url, label: &str) -> Result<Answer> {
         let api = self.api;
@@ -756,89 +925,45 @@ impl Fetcher<'_> {
                 api.max_pages
             )));
         }
-        let mut attempt: u32 = 0;
-        loop {
-            let failure = match self.attempt(url).await? {
-                Ok(answer) => return Ok(answer),
-                Err(failure) => failure,
-            };
-            let (reason, after) = match failure {
-                Failure::Fatal(reason) => return Err(api.incomplete(format!("{label}: {reason}"))),
-                Failure::Retry { reason, after } => (reason, after),
-            };
-            if attempt >= api.retries {
-                return Err(api.incomplete(format!(
-                    "{label}: {reason}; gave up after {} tries",
-                    attempt + 1
-                )));
-            }
-            let wait = after.unwrap_or_else(|| self.backoff(attempt));
-            if Instant::now() + wait > self.deadline {
-                return Err(api.incomplete(format!(
-                    "{label}: {reason}; waiting {} more would pass the deadline of {} (deadline)",
-                    human(wait),
-                    human(api.deadline)
-                )));
-            }
-            self.retries.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(wait).await;
-            attempt += 1;
-        }
+        self.retrier
+            .run(|| self.attempt(url))
+            .await
+            .map_err(|reason| api.incomplete(format!("{label}: {reason}")))
     }
 
-    /// One request. The outer error ends the listing (the deadline); the inner one says
-    /// whether to retry.
-    async fn attempt(&self, url: &Url) -> Result<Result<Answer, Failure>> {
+    /// One request, paced and within the deadline.
+    async fn attempt(&self, url: &Url) -> Result<Answer, Failure> {
         let api = self.api;
-        let overdue = || {
-            api.incomplete(format!(
-                "GET {url}: the deadline of {} for the whole listing passed (deadline)",
-                human(api.deadline)
-            ))
-        };
+        let deadline = self.retrier.deadline;
+        let overdue = || Failure::Fatal(self.retrier.overdue());
         let slot = {
             let mut pace = self.pace.lock().expect("pace lock");
             let slot = (*pace).max(Instant::now());
             *pace = slot + api.min_interval.unwrap_or_default();
             slot
         };
-        if slot > self.deadline {
+        if slot > deadline {
             return Err(overdue());
         }
         tokio::time::sleep_until(slot).await;
-        let _permit = tokio::time::timeout_at(self.deadline, self.permits.acquire())
+        let _permit = tokio::time::timeout_at(deadline, self.permits.acquire())
             .await
             .map_err(|_| overdue())?
             .expect("the semaphore is never closed");
         self.requests.fetch_add(1, Ordering::Relaxed);
         let exchange = async {
-            let response = match self.http.get(url.clone()).send().await {
-                Ok(response) => response,
-                Err(err) => {
-                    return Err(Failure::Retry {
-                        reason: chain(&err),
-                        after: None,
-                    });
-                }
-            };
+            let response = self
+                .http
+                .get(url.clone())
+                .send()
+                .await
+                .map_err(|err| Failure::unanswered(&err))?;
             let status = response.status();
-            let retry_after = response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|value| value.to_str().ok())
-                .and_then(retry_after);
-            let link_next = response
-                .headers()
-                .get_all(LINK)
-                .iter()
-                .filter_map(|value| value.to_str().ok())
-                .find_map(next_link);
+            let passing = Failure::passing(status, response.headers());
+            let links = links(response.headers(), url);
             let body = read_capped(response, api.max_page_bytes).await?;
-            if status.as_u16() == 429 || status.is_server_error() {
-                return Err(Failure::Retry {
-                    reason: format!("HTTP {}", status_line(status)),
-                    after: retry_after,
-                });
+            if let Some(failure) = passing {
+                return Err(failure);
             }
             if !status.is_success() {
                 let hint = match status.as_u16() {
@@ -848,12 +973,12 @@ impl Fetcher<'_> {
                 };
                 return Err(Failure::Fatal(format!(
                     "HTTP {}{hint}: {}",
-                    status_line(status),
+                    crate::sources::retry::status_line(status),
                     snippet(&body)
                 )));
             }
             match serde_json::from_slice::<Value>(&body) {
-                Ok(body) => Ok(Answer { body, link_next }),
+                Ok(body) => Ok(Answer { body, links }),
                 Err(err) => Err(Failure::Fatal(format!(
                     "the answer is not JSON ({err}; {} bytes: {})",
                     body.len(),
@@ -861,25 +986,80 @@ impl Fetcher<'_> {
                 ))),
             }
         };
-        tokio::time::timeout_at(self.deadline, exchange)
+        tokio::time::timeout_at(deadline, exchange)
             .await
-            .map_err(|_| overdue())
+            .map_err(|_| overdue())?
     }
+}
 
-    /// Exponential backoff with full jitter: a random wait in [base·2ⁿ/2, base·2ⁿ], capped.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let ceiling = self
-            .api
-            .backoff
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(Duration::from_secs(60));
-        let random = splitmix(
-            self.seed
-                .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed),
-        );
-        let fraction = 0.5 + (random >> 11) as f64 / (1u64 << 53) as f64 / 2.0;
-        ceiling.mul_f64(fraction)
+/// One page of a numbered listing as read, with what it says.
+struct Numbered {
+    page: Page,
+    answer: Answer,
+    hints: Hints,
+    url: Url,
+    /// 0-based.
+    slot: i64,
+}
+
+impl Numbered {
+    fn count(&self) -> i64 {
+        self.page.items.len() as i64
     }
+}
+
+impl MoreFlag {
+    fn path(&self) -> &JsonPath {
+        match self {
+            MoreFlag::Required(path) | MoreFlag::IfPresent(path) => path,
+        }
+    }
+}
+
+/// A cursor or id as sent back: text or a number; `None` for null or empty (the end).
+fn token(value: &Value) -> Result<Option<String>, ()> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) if text.is_empty() => Ok(None),
+        Value::String(text) => Ok(Some(text.clone())),
+        Value::Number(number) => Ok(Some(number.to_string())),
+        _ => Err(()),
+    }
+}
+
+/// Whether `link` names the page at `url` (the same query, in any order).
+fn same_page(url: &Url, link: &str) -> bool {
+    let Ok(link) = url.join(link) else {
+        return false;
+    };
+    let query = |url: &Url| {
+        let mut pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        pairs.sort();
+        pairs
+    };
+    link.origin() == url.origin() && link.path() == url.path() && query(&link) == query(url)
+}
+
+/// A response's `Link` headers: the `next` and `last` targets, resolved against `url`.
+fn links(headers: &HeaderMap, url: &Url) -> Option<Links> {
+    let values: Vec<&str> = headers
+        .get_all(LINK)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    let target = |rel: &str| {
+        values
+            .iter()
+            .find_map(|value| link_target(value, rel))
+            .map(|target| url.join(&target).map_or(target, |url| url.to_string()))
+    };
+    Some(Links {
+        next: target("next"),
+        last: target("last"),
+    })
 }
 
 /// A response body, read chunk by chunk (decoded, when it came gzipped) and refused as soon
@@ -905,12 +1085,7 @@ async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body),
-            Err(err) => {
-                return Err(Failure::Retry {
-                    reason: chain(&err),
-                    after: None,
-                });
-            }
+            Err(err) => return Err(Failure::unanswered(&err)),
         }
     }
 }
@@ -1117,19 +1292,13 @@ fn input_to_incomplete(api: &ProviderApi, err: Error) -> Error {
     }
 }
 
-/// `Retry-After`: delay-seconds or an HTTP date.
-fn retry_after(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let when = chrono::DateTime::parse_from_rfc2822(text).ok()?;
-    let wait = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or_default())
-}
-
 /// The `rel="next"` target of one RFC 8288 `Link` header value, if it has one.
 pub fn next_link(header: &str) -> Option<String> {
+    link_target(header, "next")
+}
+
+/// The target of one RFC 8288 `Link` header value whose `rel` includes `wanted`.
+fn link_target(header: &str, wanted: &str) -> Option<String> {
     let mut rest = header;
     loop {
         let start = rest.find('<')?;
@@ -1159,18 +1328,11 @@ pub fn next_link(header: &str) -> Option<String> {
                     .trim()
                     .trim_matches('"')
                     .split_ascii_whitespace()
-                    .any(|rel| rel.eq_ignore_ascii_case("next"))
+                    .any(|rel| rel.eq_ignore_ascii_case(wanted))
         });
         if is_next {
             return Some(target.to_string());
         }
-    }
-}
-
-fn status_line(status: reqwest::StatusCode) -> String {
-    match status.canonical_reason() {
-        Some(reason) => format!("{} {reason}", status.as_u16()),
-        None => status.as_u16().to_string(),
     }
 }
 
@@ -1197,46 +1359,6 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-fn chain(err: &reqwest::Error) -> String {
-    let mut text = if err.is_timeout() {
-        "timed out".to_string()
-    } else if err.is_connect() {
-        "cannot connect".to_string()
-    } else if err.is_body() || err.is_decode() {
-        "the answer broke off".to_string()
-    } else {
-        "the request failed".to_string()
-    };
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
-fn human(duration: Duration) -> String {
-    if duration < Duration::from_secs(1) {
-        format!("{}ms", duration.as_millis())
-    } else {
-        format!("{:.1}s", duration.as_secs_f64())
-    }
-}
-
-fn seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos() as u64)
-        .unwrap_or(0x5EED)
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1253,16 +1375,6 @@ mod tests {
             Some("a,b")
         );
         assert_eq!(next_link(r#"<https://api.example/x>; rel="prev""#), None);
-    }
-
-    #[test]
-    fn retry_after_forms() {
-        assert_eq!(retry_after("3"), Some(Duration::from_secs(3)));
-        assert_eq!(
-            retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(retry_after("soon"), None);
     }
 
     #[test]
@@ -1310,6 +1422,7 @@ mod tests {
             page_size: 100,
             items: JsonPath::parse("data").unwrap(),
             total: None,
+            has_more: MoreFlag::IfPresent(JsonPath::parse("has_more").unwrap()),
             created_after_param: None,
             created_before_param: None,
             time_format: TimeFormat::Rfc3339,
@@ -1318,15 +1431,17 @@ mod tests {
             auth: Auth::None,
             concurrency: 1,
             min_interval: None,
-            retries: 0,
-            timeout: Duration::from_secs(1),
-            deadline: Duration::from_secs(1),
+            retry: RetryPolicy {
+                retries: 0,
+                backoff: Duration::from_millis(1),
+                timeout: Duration::from_secs(1),
+                deadline: Duration::from_secs(1),
+            },
             max_pages: 1,
             max_page_bytes: 1 << 20,
             max_objects: 100,
             sub_windows: 1,
             slack: 0,
-            backoff: Duration::from_millis(1),
         }
     }
 
@@ -1354,11 +1469,27 @@ mod tests {
     }
 
     #[test]
-    fn basic_auth_encoding() {
+    fn basic_auth_header() {
+        let mut api = page_api();
+        api.auth = Auth::Basic {
+            user: "Aladdin".into(),
+            password: Secret::new("open sesame".into()),
+        };
+        let headers = auth_headers(&api).unwrap();
+        let value = &headers[AUTHORIZATION];
+        assert_eq!(value, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert!(value.is_sensitive());
+    }
+
+    #[test]
+    fn link_targets_and_pages() {
+        let header = r#"<https://api.example/x?page=2>; rel="next", <https://api.example/x?page=5>; rel="last""#;
         assert_eq!(
-            base64("Aladdin:open sesame"),
-            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+            link_target(header, "last").as_deref(),
+            Some("https://api.example/x?page=5")
         );
-        assert_eq!(base64("ab"), "YWI=");
+        let here = Url::parse("https://api.example/x?limit=3&page=5").unwrap();
+        assert!(same_page(&here, "/x?page=5&limit=3"));
+        assert!(!same_page(&here, "/x?page=4&limit=3"));
     }
 }

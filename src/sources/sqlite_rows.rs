@@ -1,54 +1,110 @@
-//! Large reads from SQLite files through rusqlite: each cell is borrowed from SQLite's own
-//! buffer instead of being copied into an sqlx `AnyRow` and looked up by name, which made a
-//! million-try read take minutes (bench/scale). The connection is opened read-only.
+//! SQLite files read through rusqlite, at one point in time (the SQLite side of
+//! [`ReadTransaction`](crate::sources::database::ReadTransaction)).
+//!
+//! Each cell is borrowed from SQLite's own buffer instead of being copied into an sqlx `AnyRow`
+//! and looked up by name, which made a million-try read take minutes (bench/scale). The file
+//! is opened read-only, and every statement of a source runs in one read transaction.
 
 use std::borrow::Cow;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OpenFlags, Row, ToSql};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Row, ToSql};
 
 use crate::error::{Error, Location, Result};
-use crate::sources::database::Database;
+use crate::sources::database::{Database, Param};
 
-/// Runs `sql` on the database's file, read-only, and hands every row to `each` with its
-/// 1-based number. `columns` are looked up once and given to `each` as indexes.
-pub fn for_each_row(
-    database: &Database,
-    sql: &str,
-    params: &[&dyn ToSql],
-    columns: &[&str],
-    mut each: impl FnMut(usize, &SqliteCells<'_, '_>) -> Result<()>,
-) -> Result<()> {
-    let failed = |err: rusqlite::Error| {
-        Error::input(
-            Location::source(&database.shown),
-            format!("cannot read: {err}"),
-        )
-    };
-    let path = database
-        .sqlite_path
-        .as_ref()
-        .ok_or_else(|| Error::input(Location::source(&database.shown), "not an SQLite file"))?;
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let connection = Connection::open_with_flags(path, flags).map_err(failed)?;
-    let mut statement = connection.prepare(sql).map_err(failed)?;
-    let indexes: Vec<Option<usize>> = columns
-        .iter()
-        .map(|name| statement.column_index(name).ok())
-        .collect();
-    let mut rows = statement.query(params).map_err(failed)?;
-    let mut number = 0usize;
-    while let Some(row) = rows.next().map_err(failed)? {
-        number += 1;
-        each(
-            number,
-            &SqliteCells {
-                row,
-                indexes: &indexes,
-            },
-        )?;
+/// An SQLite file opened read-only, inside one read transaction.
+pub struct SqliteRead<'d> {
+    database: &'d Database,
+    connection: Connection,
+}
+
+impl<'d> SqliteRead<'d> {
+    /// Opens the file read-only with the database's busy timeout and starts the read
+    /// transaction by reading the schema: from that read on, every statement sees the
+    /// database as it stood then. A lock held past the timeout is [`Database::locked`].
+    pub fn begin(database: &'d Database) -> Result<SqliteRead<'d>> {
+        let path = database
+            .sqlite_path
+            .as_ref()
+            .ok_or_else(|| Error::input(Location::source(&database.shown), "not an SQLite file"))?;
+        let failed = |err: rusqlite::Error| failure(database, "the database", err);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = Connection::open_with_flags(path, flags).map_err(|err| {
+            Error::input(
+                Location::source(&database.shown),
+                format!("cannot open: {err}"),
+            )
+        })?;
+        connection
+            .busy_timeout(database.busy_timeout)
+            .map_err(failed)?;
+        connection.execute_batch("BEGIN").map_err(failed)?;
+        connection
+            .query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+            .map_err(failed)?;
+        Ok(SqliteRead {
+            database,
+            connection,
+        })
     }
-    Ok(())
+
+    /// Runs `sql` in the transaction and hands every row to `each` with its 1-based number.
+    /// `columns` are looked up once and given to `each` as indexes.
+    pub fn for_each_row(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[Param<'_>],
+        columns: &[&str],
+        mut each: impl FnMut(usize, &SqliteCells<'_, '_>) -> Result<()>,
+    ) -> Result<()> {
+        let failed = |err: rusqlite::Error| failure(self.database, what, err);
+        let params: Vec<&dyn ToSql> = params
+            .iter()
+            .map(|param| match param {
+                Param::Text(text) => text as &dyn ToSql,
+                Param::Int(value) => value as &dyn ToSql,
+            })
+            .collect();
+        let mut statement = self.connection.prepare(sql).map_err(failed)?;
+        let indexes: Vec<Option<usize>> = columns
+            .iter()
+            .map(|name| statement.column_index(name).ok())
+            .collect();
+        let mut rows = statement.query(params.as_slice()).map_err(failed)?;
+        let mut number = 0usize;
+        while let Some(row) = rows.next().map_err(failed)? {
+            number += 1;
+            each(
+                number,
+                &SqliteCells {
+                    row,
+                    indexes: &indexes,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Ends the read transaction.
+    pub fn finish(self) -> Result<()> {
+        let database = self.database;
+        self.connection
+            .execute_batch("COMMIT")
+            .map_err(|err| failure(database, "the database", err))
+    }
+}
+
+/// A driver error while reading `what`: a lock held past the busy timeout, or anything else.
+fn failure(database: &Database, what: &str, err: rusqlite::Error) -> Error {
+    match err.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => database.locked(what),
+        _ => Error::input(
+            Location::source(&database.shown),
+            format!("cannot read {what}: {err}"),
+        ),
+    }
 }
 
 /// One row's cells, by the position of their name in `for_each_row`'s `columns`.

@@ -2,5 +2,5 @@
 SELECT CAST(table_name AS CHAR) AS table_name, CAST(column_name AS CHAR) AS column_name
 FROM information_schema.columns
 WHERE table_schema = DATABASE()
-  AND table_name IN ('task_instance', 'task_instance_history', 'dag_run', 'alembic_version')
+  AND table_name IN ('task_instance', 'task_instance_history', 'dag_run', 'alembic_version', 'serialized_dag')
 ORDER BY 1, 2

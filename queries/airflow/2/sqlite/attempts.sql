@@ -21,6 +21,15 @@ WITH tries AS (
           AND h.map_index = ti.map_index AND h.try_number = ti.try_number
     )
 ),
+-- The DAG's own zone for key templates: dag.timezone of its newest serialized version (an
+-- IANA name, or a fixed offset in seconds); NULL when the DAG is serialized compressed.
+-- (SQLite takes the bare column from the row where MAX() is found.)
+zones AS (
+    SELECT dag_id, CAST(json_extract(data, '$.dag.timezone') AS TEXT) AS timezone,
+           MAX(last_updated) AS newest
+    FROM serialized_dag
+    GROUP BY dag_id
+),
 audited_runs AS (
     SELECT DISTINCT dag_id, run_id
     FROM tries
@@ -46,8 +55,10 @@ SELECT CAST(t.dag_id AS TEXT) AS dag_id,
        CAST(dr.execution_date AS TEXT) AS run_after,
        -- 2.x pickles conf: the reader decodes the hex.
        hex(dr.conf) AS conf_pickle,
-       CAST(dr.clear_number AS INTEGER) AS clear_number
+       CAST(dr.clear_number AS INTEGER) AS clear_number,
+       z.timezone AS dag_timezone
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
 JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
+LEFT JOIN zones AS z ON z.dag_id = t.dag_id
 WHERE t.try_number >= 1

@@ -19,6 +19,13 @@ WITH tries AS (
           AND h.map_index = ti.map_index AND h.try_number = ti.try_number
     )
 ),
+-- The DAG's own zone for key templates: dag.timezone of its newest serialized version (an
+-- IANA name, or a fixed offset in seconds); NULL when the DAG is serialized compressed.
+zones AS (
+    SELECT DISTINCT ON (dag_id) dag_id, (data::jsonb -> 'dag' ->> 'timezone') AS timezone
+    FROM serialized_dag
+    ORDER BY dag_id, last_updated DESC
+),
 audited_runs AS (
     SELECT DISTINCT dag_id, run_id
     FROM tries
@@ -43,9 +50,11 @@ SELECT t.dag_id::text AS dag_id,
        to_char(dr.logical_date AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS logical_date,
        to_char(dr.run_after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS run_after,
        dr.conf::text AS conf,
-       dr.clear_number::bigint AS clear_number
+       dr.clear_number::bigint AS clear_number,
+       z.timezone::text AS dag_timezone
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
 JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
+LEFT JOIN zones AS z ON z.dag_id = t.dag_id
 WHERE t.try_number >= 1
 ORDER BY t.dag_id, t.run_id, t.task_id, t.map_index, t.try_number
