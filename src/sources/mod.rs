@@ -49,7 +49,8 @@ impl Tables {
 /// Reads every table the config names. Any failure stops the run: no finding is ever
 /// computed over a table that was only partly read.
 /// A provider listing is asked only for the objects created from the earliest try start minus
-/// `slack` to the latest try end plus `slack` (SPEC §3).
+/// `slack` to the latest try end plus `slack` (SPEC §3); `window.audited` says which of the
+/// tries read the audit keeps (an interval range can keep fewer than the SQL filter reads).
 ///
 /// Each database is read at one point in time (`database::ReadTransaction`). The sources are
 /// read side by side:
@@ -67,7 +68,12 @@ impl Tables {
 ///
 /// Errors are reported in that order (attempts, journal, provider) whichever comes first; a
 /// listing still running when the attempts fail is stopped.
-pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<Tables> {
+pub fn load(
+    config: &Config,
+    filter: &airflow_db::Filter,
+    window: &ListingWindow<'_>,
+) -> Result<Tables> {
+    let slack = window.slack;
     let shared = shared_database(config);
     std::thread::scope(|scope| {
         let journal = shared.is_none().then(|| {
@@ -85,8 +91,9 @@ pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<
                 provider = Provider::listing(scope, api, listing_window(bounds, filter, slack));
             }
         };
-        let early: Option<&mut dyn FnMut(airflow_db::TryBounds)> =
-            matches!(config.provider.source, Source::Listing(_)).then_some(&mut list_early);
+        let early: Option<&mut dyn FnMut(airflow_db::TryBounds)> = (window.list_early
+            && matches!(config.provider.source, Source::Listing(_)))
+        .then_some(&mut list_early);
         let read = read_attempts(config, filter, shared.map(|(_, table)| table), early);
         crate::timing::phase(
             match shared {
@@ -95,7 +102,7 @@ pub fn load(config: &Config, filter: &airflow_db::Filter, slack: i64) -> Result<
             },
             started,
         );
-        let provider = provider.finish(config, filter, slack, read.as_ref().ok());
+        let provider = provider.finish(config, window, read.as_ref().ok());
         let (attempts, shared_journal) = match read {
             Ok(read) => (Ok((read.attempts, read.warnings)), read.journal),
             Err(err) => (Err(err), None),
@@ -193,14 +200,15 @@ impl<'scope> Provider<'scope> {
     fn finish(
         self,
         config: &Config,
-        filter: &airflow_db::Filter,
-        slack: i64,
+        audited: &ListingWindow<'_>,
         attempts: Option<&AttemptsRead>,
     ) -> Option<ProviderRead> {
         let started = std::time::Instant::now();
         let window = attempts.map(|read| {
-            airflow_db::TryBounds::of(&read.attempts)
-                .map(|bounds| listing_window(bounds, filter, slack))
+            (audited.of_attempts)(&read.attempts).map(|window| provider_http::Window {
+                from: window.from,
+                to: window.to,
+            })
         });
         let provider = match (self, window) {
             (Provider::Reading(thread), Some(_)) => {
@@ -235,6 +243,20 @@ impl<'scope> Provider<'scope> {
         crate::timing::phase("read:provider:after-attempts", started);
         provider
     }
+}
+
+/// The window a provider listing covers: the tries' span plus `slack` (SPEC §3).
+pub struct ListingWindow<'a> {
+    /// The margin around the tries, microseconds: with the tries' time bounds from Airflow's
+    /// database it gives the window a listing starts with while the tries are read.
+    pub slack: i64,
+    /// The window the audited tries need, given every try the Airflow source returned; a
+    /// listing started for another window is listed again for this one.
+    pub of_attempts: &'a (dyn Fn(&DataFrame) -> Result<crate::prepare::ProviderWindow> + Sync),
+    /// Whether the tries the SQL filter reads are the audited ones, so the listing can start
+    /// from their bounds before they are read; false when the audit keeps fewer (an interval
+    /// range), and the listing waits for the tries.
+    pub list_early: bool,
 }
 
 /// The created-at window to list for tries with these bounds: the earliest start minus `slack`
