@@ -17,6 +17,9 @@ use crate::rules::Severity;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Show no progress on stderr (it is shown only when stderr is a terminal).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -63,9 +66,13 @@ pub struct SynthArgs {
     /// How many intervals (all DAGs together).
     #[arg(long, default_value_t = 100_000)]
     pub intervals: usize,
-    /// How many DAGs, one operation each.
+    /// How many DAGs, one operation each (all on one hourly schedule).
     #[arg(long, default_value_t = 20)]
     pub dags: usize,
+    /// Bind every DAG to one `[[operation]]` whose dag_id is the glob `*`, instead of one
+    /// operation per DAG (the same scenario and truth: each DAG is its own pipeline).
+    #[arg(long)]
+    pub glob_operation: bool,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The folder to write (snapshot, airflow.db, journal.db, provider_state.json, configs,
@@ -73,7 +80,7 @@ pub struct SynthArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// NAME=RATE, the share of intervals given a case: L001, D001, D002, L002, L003, M001,
-    /// M002, K002, C001, reconciled, retry, voided (e.g. --rates L001=0.01,D001=0.02).
+    /// M002, K002, C001, reconciled, retry, voided, check-then-create (e.g. --rates L001=0.01,D001=0.02).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<String>,
 }
@@ -123,6 +130,13 @@ pub struct AuditArgs {
     /// ... and before this time.
     #[arg(long)]
     pub until: Option<String>,
+    /// Audit runs whose data interval starts at or after this time (RFC 3339 or a date);
+    /// combines with --since/--until.
+    #[arg(long)]
+    pub interval_from: Option<String>,
+    /// ... and before this time.
+    #[arg(long)]
+    pub interval_to: Option<String>,
     /// Margin around the audited tries when reading the provider (e.g. 1h, 30m; default: the
     /// listing's `slack`, else 1h).
     #[arg(long)]

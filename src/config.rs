@@ -84,17 +84,21 @@ struct RawOperation {
     timezone: Option<String>,
 }
 
-/// What a provider returns when a key is replayed (SPEC §3).
+/// What a provider returns when a key it still remembers is sent again (SPEC §3): `ttl-risk`
+/// and K002 say what a re-run gets back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Replay {
-    /// The first response, frozen (Stripe).
+    /// The first response, frozen, whatever happened to the object since.
     #[default]
     Frozen,
-    /// The object's latest status.
+    /// The object with its latest status.
     Latest,
     /// The object's current state.
     Current,
+    /// A changed body under the key is refused (HTTP 422, as Stripe does); the same body gets
+    /// the first response.
+    Reject,
 }
 
 /// Where a canonical table comes from.

@@ -15,6 +15,7 @@ pub mod model;
 pub mod output;
 pub mod plan;
 pub mod prepare;
+pub mod progress;
 pub mod render;
 pub mod report;
 pub mod retention;

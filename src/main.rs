@@ -14,6 +14,7 @@ use onceonly::{output, timestamp};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    onceonly::progress::install(onceonly::progress::Mode::from_environment(cli.quiet));
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
@@ -77,6 +78,11 @@ fn run(cli: Cli) -> Result<u8> {
                 dags: args.dags,
                 seed: args.seed,
                 rates,
+                layout: if args.glob_operation {
+                    onceonly::commands::synth::Layout::GlobOperation
+                } else {
+                    onceonly::commands::synth::Layout::OperationPerDag
+                },
             };
             let written = onceonly::commands::synth::run(&options, &args.out)?;
             output::stdout(&format!(
@@ -110,6 +116,8 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         dag: args.dag.clone(),
         since: time("--since", &args.since)?,
         until: time("--until", &args.until)?,
+        interval_from: time("--interval-from", &args.interval_from)?,
+        interval_to: time("--interval-to", &args.interval_to)?,
         slack: args
             .slack
             .as_deref()
@@ -132,6 +140,14 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         && since >= until
     {
         return Err(Error::usage("--since", "must be before --until"));
+    }
+    if let (Some(from), Some(to)) = (options.interval_from, options.interval_to)
+        && from >= to
+    {
+        return Err(Error::usage(
+            "--interval-from",
+            "must be before --interval-to",
+        ));
     }
     for code in &options.rules {
         if onceonly::rules::lookup(code).is_none() {

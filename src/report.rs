@@ -35,6 +35,12 @@ pub struct Coverage {
     /// Activity window of the audited tries (`--since`/`--until`), RFC 3339; None is open.
     pub since: Option<String>,
     pub until: Option<String>,
+    /// Range of data intervals (`--interval-from`/`--interval-to`): runs whose interval starts
+    /// in it, RFC 3339, the end excluded; absent when not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_to: Option<String>,
     pub dag: Option<String>,
     pub sources: Vec<SourceCoverage>,
     /// Created-at window in which the provider's objects were read; None is open.
@@ -49,6 +55,10 @@ pub struct Coverage {
     pub rules_skipped: Vec<SkippedRule>,
     /// What the sources warned about (an unknown but compatible schema revision, ...).
     pub warnings: Vec<String>,
+    /// A `--dag` audit only: the provider's objects in the covered window it left out because
+    /// they belong to other DAGs, or to none (an unscoped audit reports those).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objects_left_out: Option<crate::prepare::LeftOut>,
 }
 
 #[derive(Debug, Clone, Serialize)]

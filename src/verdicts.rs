@@ -41,11 +41,11 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
     let tries = &prepared.tries;
     let t = std::time::Instant::now();
     let journal = Journal::of(prepared)?;
-    let objects = Objects::of(prepared)?;
     let intervals = &prepared.intervals;
+    let objects = Objects::of(prepared)?;
     crate::timing::phase("verdicts:read", t);
     let t = std::time::Instant::now();
-    let first_live = intervals.first_live(&objects)?;
+    let first_live = intervals.first_live(&objects);
     crate::timing::phase("verdicts:first_live", t);
     let t = std::time::Instant::now();
 
@@ -190,9 +190,7 @@ impl Facts<'_> {
             let committed_created = committed
                 .and_then(|(_, object)| object)
                 .and_then(|object| objects.created.get(object as usize));
-            let committed_interval = committed
-                .and_then(|(_, object)| object)
-                .and_then(|object| objects.iv_start.get(object as usize));
+            let committed_object = committed.and_then(|(_, object)| object);
             let created_id = created.and_then(|object| objects.ids.get(object as usize));
             let created_created = created.and_then(|object| objects.created.get(object as usize));
             let object = committed.and_then(|(id, _)| id).or(created_id);
@@ -216,10 +214,17 @@ impl Facts<'_> {
             let failed_state = states
                 .get(row)
                 .map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"));
-            // An object of another interval (a key collision, K003) is not this interval's replay.
-            let own_interval = match committed_interval {
+            // An object of another interval (a key collision, K003: another day, or another DAG
+            // of a glob operation) is not this interval's replay.
+            let own_interval = match committed_object {
                 None => true,
-                Some(interval) => iv_start.get(row) == Some(interval),
+                Some(object) => match (objects.interval[object as usize], intervals.of_try[row]) {
+                    (Some(its), Some(ours)) => its == ours,
+                    _ => objects
+                        .iv_start
+                        .get(object as usize)
+                        .is_none_or(|start| iv_start.get(row) == Some(start)),
+                },
             };
             let replayed = rows.reconciled
                 || matches!((committed_created, intervals.ended[row]), (Some(c), Some(e)) if c <= e);
@@ -335,28 +340,31 @@ struct Objects {
     ids: StringChunked,
     created: Int64Chunked,
     iv_start: Int64Chunked,
+    live: BooleanChunked,
+    /// The pipeline interval of each object, where a try has it.
+    interval: Vec<Option<u32>>,
     /// The object row of each object id.
     by_id: Vec<Option<IdxSize>>,
     /// The object rows of each key.
     by_key: crate::prepare::Grouped,
-    frame: DataFrame,
 }
 
 impl Objects {
     fn of(prepared: &Prepared) -> Result<Objects> {
-        let frame = prepared.objects.clone();
-        let keys = crate::cells::number_column(&frame, "key_id")?;
+        let frame = &prepared.objects;
+        let keys = crate::cells::number_column(frame, "key_id")?;
         let by_key = crate::prepare::Grouped::new(prepared.key_count, || keys.iter());
         let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(one_chunk(crate::cells::int_column(&frame, name)?))
+            Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
         Ok(Objects {
-            ids: crate::cells::text_column(&frame, "external_id")?,
+            ids: crate::cells::text_column(frame, "external_id")?,
             created: int("created_at")?,
             iv_start: int("iv_start")?,
+            live: crate::cells::flag_column(frame, "live")?,
+            interval: prepared.object_intervals()?.to_vec(),
             by_id: prepared.object_rows_by_id()?,
             by_key,
-            frame,
         })
     }
 
@@ -370,13 +378,12 @@ impl Objects {
     }
 }
 
-/// The operation intervals (`OPERATION_INTERVAL`) of the tries, numbered. Operations are
-/// numbered first (there are few of them), so the intervals are hashed as integers.
+/// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, numbered. Pipelines are
+/// numbered already (`prepare`), so the intervals are hashed as integers.
 ///
 /// `Prepared::build` numbers them on a thread of its own once the tries are prepared, while
 /// it goes on with the journal and the objects.
 pub struct Intervals {
-    operations: PlHashMap<String, u32>,
     /// The intervals' numbers; an interval's key is the parts of the try that first had it.
     /// (A table of the keys themselves took 84 MB at a million intervals.)
     table: crate::prepare::NumberTable,
@@ -390,7 +397,7 @@ pub struct Intervals {
 }
 
 struct IntervalParts {
-    operation: Vec<u32>,
+    pipeline: UInt32Chunked,
     map_index: IntArray,
     iv_start: IntArray,
     iv_end: IntArray,
@@ -399,7 +406,7 @@ struct IntervalParts {
 impl IntervalParts {
     fn key(&self, row: usize) -> IntervalKey {
         interval_key(
-            self.operation[row],
+            self.pipeline.get(row),
             self.map_index.get(row),
             self.iv_start.get(row),
             self.iv_end.get(row),
@@ -407,15 +414,20 @@ impl IntervalParts {
     }
 }
 
-/// (operation number, which of the others are NULL, map index, interval start, interval end),
-/// packed into 32 bytes: the table holds a million of them.
+/// (pipeline, which of the others are NULL, map index, interval start, interval end), packed
+/// into 32 bytes: the table holds a million of them.
 type IntervalKey = (u32, u8, i64, i64, i64);
 
-fn interval_key(op: u32, map: Option<i64>, start: Option<i64>, end: Option<i64>) -> IntervalKey {
+fn interval_key(
+    pipeline: Option<u32>,
+    map: Option<i64>,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> IntervalKey {
     let nulls =
         u8::from(map.is_none()) | u8::from(start.is_none()) << 1 | u8::from(end.is_none()) << 2;
     (
-        op,
+        pipeline.unwrap_or(NONE),
         nulls,
         map.unwrap_or_default(),
         start.unwrap_or_default(),
@@ -425,21 +437,18 @@ fn interval_key(op: u32, map: Option<i64>, start: Option<i64>, end: Option<i64>)
 
 impl Intervals {
     pub fn of(tries: &DataFrame) -> Result<Intervals> {
-        let operation = crate::cells::text_column(tries, "operation")?;
-        let mut operations = crate::prepare::Numbers::default();
         let int = |name: &str| -> Result<IntArray> {
             Ok(crate::cells::one_array(&crate::cells::int_column(
                 tries, name,
             )?))
         };
         let parts = IntervalParts {
-            operation: operations.add(&operation),
+            pipeline: one_chunk(crate::cells::number_column(tries, "pipeline")?),
             map_index: int("map_index")?,
             iv_start: int("iv_start")?,
             iv_end: int("iv_end")?,
         };
         let mut intervals = Intervals {
-            operations: operations.owned(),
             table: crate::prepare::NumberTable::with_capacity(tries.height()),
             first_tries: Vec::new(),
             parts,
@@ -487,56 +496,72 @@ impl Intervals {
         })
     }
 
-    fn count(&self) -> usize {
+    /// How many intervals there are: every interval's number is below it.
+    pub fn count(&self) -> usize {
         self.first_tries.len()
     }
 
-    /// Per interval, its first live object: by creation time (NULL first), then id.
-    ///
-    /// An object's interval is that of the try `interval_try` names where prepare found one;
-    /// only the others are looked up by their operation interval.
-    fn first_live(&self, objects: &Objects) -> Result<Vec<Option<u32>>> {
-        let frame = &objects.frame;
-        let int = |name: &str| crate::cells::int_column(frame, name);
+    /// The interval of a try (a row of `tries`), None where a part of it is NULL.
+    pub fn of_try(&self, row: usize) -> Option<u32> {
+        self.of_try[row]
+    }
+
+    /// The interval of each row of a frame with the `PIPELINE_INTERVAL` columns and
+    /// `interval_try` (the objects, whose home may be a try): the interval of the try it names
+    /// where it names one, else the interval its columns name, if a try has it.
+    pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
+        let interval_try = match frame.column("interval_try") {
+            Ok(_) => one_chunk(crate::cells::number_column(frame, "interval_try")?),
+            Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
+        };
+        // Most rows name a try; the columns are read only for those that do not.
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(one_chunk(crate::cells::int_column(frame, name)?))
+        };
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let operation = crate::cells::text_column(frame, "operation")?;
-        let interval_try = crate::cells::number_column(frame, "interval_try")?;
-        let live = crate::cells::flag_column(frame, "live")?;
-        let mut first: Vec<Option<u32>> = vec![None; self.count()];
-        for (row, (interval_try, live)) in interval_try.iter().zip(live.iter()).enumerate() {
-            if live != Some(true) {
-                continue;
-            }
-            let group = match interval_try {
-                Some(try_row) => self.of_try[try_row as usize],
-                None => {
-                    let parts = (
-                        operation.get(row),
-                        map_index.get(row),
-                        iv_start.get(row),
-                        iv_end.get(row),
-                    );
-                    let (Some(op), map @ Some(_), start @ Some(_), end @ Some(_)) = parts else {
-                        continue;
-                    };
-                    let Some(&op) = self.operations.get(op) else {
-                        continue;
-                    };
-                    self.find(interval_key(op, map, start, end))
+        let pipeline = one_chunk(crate::cells::number_column(frame, "pipeline")?);
+        let named = |row: usize| {
+            let parts = (
+                pipeline.get(row),
+                map_index.get(row),
+                iv_start.get(row),
+                iv_end.get(row),
+            );
+            match parts {
+                (pipeline @ Some(_), map @ Some(_), start @ Some(_), end @ Some(_)) => {
+                    self.find(interval_key(pipeline, map, start, end))
                 }
+                _ => None,
+            }
+        };
+        Ok(interval_try
+            .iter()
+            .enumerate()
+            .map(|(row, try_row)| match try_row {
+                Some(try_row) => self.of_try[try_row as usize],
+                None => named(row),
+            })
+            .collect())
+    }
+
+    /// Per interval, its first live object: by creation time (NULL first), then id.
+    fn first_live(&self, objects: &Objects) -> Vec<Option<u32>> {
+        let mut first: Vec<Option<u32>> = vec![None; self.count()];
+        for (row, (group, live)) in objects.interval.iter().zip(objects.live.iter()).enumerate() {
+            let (Some(group), Some(true)) = (group, live) else {
+                continue;
             };
-            let Some(group) = group else { continue };
-            let slot = &mut first[group as usize];
+            let slot = &mut first[*group as usize];
             let row = row as u32;
             if slot.is_none_or(|current| objects.order(row) < objects.order(current)) {
                 *slot = Some(row);
             }
         }
-        Ok(first)
+        first
     }
 }
 
-/// When the earlier tries of each try's operation interval had ended (the latest end among the
+/// When the earlier tries of each try's pipeline interval had ended (the latest end among the
 /// interval's tries that started before it; ties in start go by try number, then run id). An
 /// object created by then was not created by this try. (Not "before this try started":
 /// providers often round creation times to the second, which would make every object look

@@ -328,3 +328,146 @@ fn a_closed_pipe_is_not_an_error() {
         "exit code still reports the findings"
     );
 }
+
+/// A `--dag` audit reports nothing that belongs elsewhere (SPEC §7). Beside the two DAGs of
+/// fixtures/rules/glob-operation the provider lists `rep_301` under a key reports_us's template
+/// makes (no journal row knows it) and `adhoc_1` under a key no template makes. The unscoped
+/// audit reports both as unjournaled; an audit of reports_eu reports neither and counts them
+/// among the objects it left out, with reports_us's journalled `rep_201`; an audit of
+/// reports_us reports its own `rep_301` and leaves out `adhoc_1`.
+#[test]
+fn a_dag_audit_reports_nothing_that_belongs_elsewhere() {
+    let scenario = Scenario::of_rules("glob-operation");
+    let provider = scenario.read("provider.csv");
+    scenario.write(
+        "provider.csv",
+        &format!(
+            "{provider}rep_301,reports:reports_us:2026-10-31,2026-11-03T03:30:00Z,succeeded,sha256:0d1e,2026-10-31T00:00:00Z,2026-11-01T00:00:00Z,\n\
+             adhoc_1,adhoc-2026-11-01,2026-11-03T03:40:00Z,succeeded,sha256:0d1f,,,\n"
+        ),
+    );
+    let json = |args: &[&str]| audit_json(&scenario, args);
+    let unjournaled = |report: &serde_json::Value| -> BTreeSet<String> {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "L003")
+            .map(|f| {
+                f["evidence"]["external_ids"][0]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let everything = json(&[]);
+    assert_eq!(
+        unjournaled(&everything),
+        BTreeSet::from(["adhoc_1".to_string(), "rep_301".to_string()])
+    );
+    assert!(everything["coverage"].get("objects_left_out").is_none());
+
+    let eu = json(&["--dag", "reports_eu"]);
+    let dags: BTreeSet<&str> = eu["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["dag_id"].as_str().unwrap_or("(none)"))
+        .collect();
+    assert!(dags.iter().all(|dag| *dag == "reports_eu"), "{eu:#}");
+    assert_eq!(
+        eu["coverage"]["objects_left_out"],
+        serde_json::json!({"claimed_elsewhere": 2, "unclaimed": 1})
+    );
+    assert_eq!(eu["coverage"]["sources"][2]["rows_audited"], 2);
+
+    let us = json(&["--dag", "reports_us"]);
+    assert_eq!(unjournaled(&us), BTreeSet::from(["rep_301".to_string()]));
+    assert_eq!(us["coverage"]["objects_left_out"]["unclaimed"], 1);
+
+    let table = stdout(&scenario.audit(&["--dag", "reports_eu", "--fail-on", "never"]));
+    assert!(
+        table.contains("left out: 3 provider objects (2 claimed by other DAGs"),
+        "{table}"
+    );
+}
+
+/// `--interval-from/--interval-to` audit the runs whose data interval starts in the range,
+/// whenever they ran; with `--since/--until` both must hold. The provider is still read around
+/// when the audited tries ran (SPEC §3), so a clear of an old interval is covered.
+#[test]
+fn interval_range_selects_runs_by_data_interval() {
+    let scenario = Scenario::copy_of("demo");
+    let json = |args: &[&str]| audit_json(&scenario, args);
+    let codes = |report: &serde_json::Value| -> BTreeSet<String> {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // 2026-11-01 ran on 11-02 and was cleared and re-run on 11-20.
+    let first = json(&[
+        "--interval-from",
+        "2026-11-01",
+        "--interval-to",
+        "2026-11-02",
+    ]);
+    assert_eq!(first["coverage"]["runs"], 1);
+    assert_eq!(first["coverage"]["tries"], 2);
+    assert_eq!(first["coverage"]["interval_from"], "2026-11-01T00:00:00Z");
+    assert_eq!(first["coverage"]["provider_from"], "2026-11-01T23:05:00Z");
+    assert_eq!(first["coverage"]["provider_to"], "2026-11-20T10:00:30Z");
+    assert_eq!(
+        codes(&first),
+        BTreeSet::from(["D001", "R001", "T001"].map(String::from))
+    );
+    let later = json(&[
+        "--interval-from",
+        "2026-11-02",
+        "--interval-to",
+        "2026-11-05",
+    ]);
+    assert_eq!(later["coverage"]["runs"], 3, "11-02, 11-03 and 11-04");
+    // Active on 11-20 was only 2026-11-01's run: outside the range, so nothing is audited.
+    let both = json(&["--interval-from", "2026-11-02", "--since", "2026-11-20"]);
+    assert_eq!(both["coverage"]["runs"], 0);
+    let both = json(&["--interval-to", "2026-11-02", "--since", "2026-11-20"]);
+    assert_eq!(both["coverage"]["runs"], 1);
+
+    let table = stdout(&scenario.audit(&[
+        "--interval-from",
+        "2026-11-01",
+        "--interval-to",
+        "2026-11-02",
+    ]));
+    assert!(
+        table.contains(
+            "data intervals starting from 2026-11-01T00:00:00Z to before 2026-11-02T00:00:00Z"
+        ),
+        "{table}"
+    );
+    let backwards = scenario.audit(&[
+        "--interval-from",
+        "2026-11-05",
+        "--interval-to",
+        "2026-11-01",
+    ]);
+    assert_eq!(backwards.status.code(), Some(2));
+    assert!(
+        stderr(&backwards).contains("--interval-from"),
+        "{}",
+        stderr(&backwards)
+    );
+}
+
+/// The JSON report of an audit of `scenario` that must not fail (`--fail-on never`).
+fn audit_json(scenario: &Scenario, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--format", "json", "--fail-on", "never"];
+    all.extend_from_slice(args);
+    let output = scenario.audit(&all);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).expect("json")
+}

@@ -44,6 +44,7 @@ fn with_provider(full: &str, provider: &str) -> String {
 
 #[test]
 fn every_config_in_the_repository_and_readme_still_reads() {
+    use onceonly::commands::synth::{self, Layout};
     for file in [
         "airflow/out/airflow-2.10.5/onceonly.toml",
         "airflow/out/airflow-3.3.2/onceonly.toml",
@@ -53,10 +54,15 @@ fn every_config_in_the_repository_and_readme_still_reads() {
         Config::load(&fixtures().join(file)).unwrap_or_else(|err| panic!("{file}: {err}"));
     }
     for (what, text) in [
-        ("synth", onceonly::commands::synth::config(3, None)),
+        ("synth", synth::config(3, Layout::OperationPerDag, None)),
+        ("synth glob", synth::config(3, Layout::GlobOperation, None)),
         (
             "synth listing",
-            onceonly::commands::synth::config(3, Some("http://127.0.0.1:9/exports")),
+            synth::config(
+                3,
+                Layout::OperationPerDag,
+                Some("http://127.0.0.1:9/exports"),
+            ),
         ),
     ] {
         parse(&text).unwrap_or_else(|err| panic!("{what}: {err}"));

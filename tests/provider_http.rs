@@ -27,7 +27,7 @@ fn state_file() -> std::path::PathBuf {
     fixtures().join("airflow/out/airflow-3.3.2/provider_state.json")
 }
 
-fn state() -> Vec<Value> {
+pub fn state() -> Vec<Value> {
     mock_provider::load_state(&state_file()).expect("the fixture's provider state")
 }
 
@@ -100,7 +100,7 @@ fn api(url: &str, style: MockPagination, extra: &str) -> ProviderApi {
     }
 }
 
-fn mock(objects: Vec<Value>, style: MockPagination, faults: &[&str]) -> MockProvider {
+pub fn mock(objects: Vec<Value>, style: MockPagination, faults: &[&str]) -> MockProvider {
     let mut options = MockOptions::new(objects, style);
     options.faults = faults
         .iter()
@@ -458,8 +458,14 @@ fn a_later_differing_copy_wins_with_a_warning() {
 }
 
 /// The real-Airflow 3.3.2 run with `[provider]` switched to the mock's listing.
-fn listing_scenario(url: &str, style: MockPagination, extra: &str) -> Scenario {
+pub fn listing_scenario(url: &str, style: MockPagination, extra: &str) -> Scenario {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    use_listing(&scenario, url, style, extra);
+    scenario
+}
+
+/// Switches a scenario's `[provider]` to the mock's listing at `url`.
+pub fn use_listing(scenario: &Scenario, url: &str, style: MockPagination, extra: &str) {
     let config = scenario.read("onceonly.toml");
     let start = config.find("[provider]").expect("[provider]");
     let end = start + config[start..].find("[[operation]]").expect("operations");
@@ -470,7 +476,6 @@ fn listing_scenario(url: &str, style: MockPagination, extra: &str) -> Scenario {
         &config[end..]
     );
     scenario.write("onceonly.toml", &text);
-    scenario
 }
 
 fn audit(scenario: &Scenario, envs: &[(&str, &str)]) -> Output {

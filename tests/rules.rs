@@ -19,6 +19,15 @@ fn rules_fixtures() -> PathBuf {
 
 /// Audits one scenario folder with the shared config; `rules` empty runs every rule.
 fn audit_scenario(scenario: &str, rules: &[&str]) -> Audit {
+    let options = AuditOptions {
+        rules: rules.iter().map(|code| code.to_string()).collect(),
+        ..Default::default()
+    };
+    audit_scenario_with(scenario, &options)
+}
+
+/// Audits one scenario folder with the shared config and the given options.
+fn audit_scenario_with(scenario: &str, options: &AuditOptions) -> Audit {
     let config_path = rules_fixtures().join("onceonly.toml");
     let text = std::fs::read_to_string(&config_path)
         .unwrap_or_else(|err| panic!("{}: {err}", config_path.display()));
@@ -26,11 +35,7 @@ fn audit_scenario(scenario: &str, rules: &[&str]) -> Audit {
     assert!(dir.is_dir(), "no scenario folder {}", dir.display());
     let config = Config::parse(&text, &dir.join("onceonly.toml"))
         .unwrap_or_else(|err| panic!("config for {scenario}: {err}"));
-    let options = AuditOptions {
-        rules: rules.iter().map(|code| code.to_string()).collect(),
-        ..Default::default()
-    };
-    audit::run(&config, &options).unwrap_or_else(|err| panic!("audit of {scenario}: {err}"))
+    audit::run(&config, options).unwrap_or_else(|err| panic!("audit of {scenario}: {err}"))
 }
 
 /// Snapshot files are named after the scenario only (`tests/snapshots/D001_fires.snap`), so a
@@ -180,4 +185,177 @@ fn another_intervals_object_is_not_a_reconciled_retry() {
         .expect("the 11-02 try");
     assert_ne!(second.2, "reconciled", "{verdicts:?}");
     assert_eq!(audit.report.summary.reconciled_retries, 0);
+}
+
+/// `reports` binds the glob `reports_*`: two DAGs on one daily schedule are two pipelines. Their
+/// objects for the day they share are not a duplicate (D002), their keys are not one unstable
+/// key (K001), one DAG's late run is not a re-run of the other's interval (R001, T001), and a
+/// retry that got its own object back is reconciled. A key both DAGs used is K003.
+#[test]
+fn a_glob_operation_keeps_each_dag_its_own_pipeline() {
+    let audit = audit_scenario("glob-operation", &[]);
+    let findings = &audit.report.findings;
+    let codes: Vec<&str> = findings.iter().map(|finding| finding.code).collect();
+    assert_eq!(codes, ["K002", "K003"], "{findings:#?}");
+    let collision = &findings[1];
+    assert_eq!(collision.op_key.as_deref(), Some("reports:2026-11-02"));
+    assert!(
+        collision.message.contains("reports_eu") && collision.message.contains("reports_us"),
+        "{}",
+        collision.message
+    );
+    snapshot("glob_operation", findings);
+
+    let frame = &audit.verdicts;
+    let dags = texts(frame, "dag_id").expect("dag_id");
+    let judged: Vec<(String, String, i64, String)> = dags
+        .into_iter()
+        .zip(verdicts(&audit))
+        .map(|(dag, (run, number, verdict))| (dag.expect("dag_id"), run, number, verdict))
+        .collect();
+    let verdict_of = |dag: &str, day: &str, number: i64| {
+        judged
+            .iter()
+            .find(|(d, run, n, _)| d == dag && run.contains(day) && *n == number)
+            .map(|(.., verdict)| verdict.as_str())
+    };
+    assert_eq!(verdict_of("reports_eu", "2026-11-01", 1), Some("committed"));
+    assert_eq!(
+        verdict_of("reports_us", "2026-11-01", 1),
+        Some("lost-response")
+    );
+    assert_eq!(
+        verdict_of("reports_us", "2026-11-01", 2),
+        Some("reconciled")
+    );
+    assert_eq!(verdict_of("reports_eu", "2026-11-02", 1), Some("committed"));
+    // reports_us got reports_eu's object back: a collision, not its own replay.
+    assert_eq!(verdict_of("reports_us", "2026-11-02", 1), Some("committed"));
+    assert_eq!(audit.report.summary.reconciled_retries, 1);
+}
+
+/// A retry that finds its key committed in the journal and skips the provider succeeds without
+/// a row (fixtures/rules/M002/near-miss): its verdict is `no-operation` and it is no M002, also
+/// when the run that committed is outside the audited window.
+#[test]
+fn check_then_create_retries_are_no_operation_not_unrecorded_successes() {
+    let audit = audit_scenario("M002/near-miss", &[]);
+    let judged = verdicts(&audit);
+    let verdict_of = |run: &str, number: i64| {
+        judged
+            .iter()
+            .find(|(r, n, _)| r == run && *n == number)
+            .map(|(.., verdict)| verdict.as_str())
+    };
+    let (scheduled, manual) = (
+        "scheduled__2026-11-02T00:00:00+00:00",
+        "manual__2026-11-10T09:00:00+00:00",
+    );
+    assert_eq!(verdict_of(scheduled, 1), Some("committed"));
+    assert_eq!(verdict_of(scheduled, 2), Some("no-operation"));
+    assert_eq!(verdict_of(manual, 1), Some("no-operation"));
+    assert!(
+        audit.report.findings.iter().all(|f| f.code != "M002"),
+        "{:#?}",
+        audit.report.findings
+    );
+
+    // Only the manual re-trigger ran in the window: the committed row is another run's.
+    let windowed = AuditOptions {
+        rules: vec!["M002".into()],
+        since: onceonly::timestamp::parse("2026-11-09"),
+        ..Default::default()
+    };
+    let audit = audit_scenario_with("M002/near-miss", &windowed);
+    assert_eq!(audit.report.coverage.tries, 1);
+    assert!(
+        audit.report.findings.is_empty(),
+        "{:#?}",
+        audit.report.findings
+    );
+}
+
+/// An orphan intent is safe to retry with the same key only when its interval has no live
+/// object, by key or by interval (fixtures/rules/L002/fires): otherwise the finding names what
+/// exists and the plan investigates instead of retrying blindly.
+#[test]
+fn an_orphan_intent_is_retried_only_when_its_interval_has_no_live_object() {
+    let options = AuditOptions {
+        rules: vec!["L002".into()],
+        plan: true,
+        ..Default::default()
+    };
+    let audit = audit_scenario_with("L002/fires", &options);
+    let findings = &audit.report.findings;
+    let by_key = |key: &str| {
+        findings
+            .iter()
+            .find(|f| f.op_key.as_deref() == Some(key))
+            .unwrap_or_else(|| panic!("no L002 for {key}: {findings:#?}"))
+    };
+    let empty = by_key("orders:2026-11-01");
+    assert!(empty.message.ends_with("safe to retry with the same key"));
+    assert!(empty.evidence.external_ids.is_empty());
+    let unkeyed = by_key("orders:2026-11-02");
+    assert_eq!(unkeyed.evidence.external_ids, ["exp_102"]);
+    assert!(
+        unkeyed.message.contains("exp_102") && !unkeyed.message.contains("safe to retry"),
+        "{}",
+        unkeyed.message
+    );
+    let other_key = by_key("orders:2026-11-03:try1");
+    assert_eq!(other_key.evidence.external_ids, ["exp_103"]);
+
+    let plan = audit.plan.expect("a plan was asked for");
+    let kind_for = |finding: &onceonly::rules::Finding| {
+        let actions: Vec<&str> = plan
+            .actions
+            .iter()
+            .filter(|action| action.answers.contains(&finding.id))
+            .map(|action| action.kind.name())
+            .collect();
+        actions
+    };
+    assert_eq!(kind_for(empty), ["retry-same-key"]);
+    assert_eq!(kind_for(unkeyed), ["investigate"]);
+    assert_eq!(kind_for(other_key), ["investigate"]);
+}
+
+/// `[provider] replay = "reject"`: a provider that answers a changed body under a known key with
+/// 422 never applied it. K002 says which payload never reached it and which one the export
+/// keeps (fixtures/rules/K002/fires); with the default (`frozen`) it says what it always did.
+#[test]
+fn a_provider_that_rejects_changed_bodies_is_described_in_k002() {
+    let config_path = rules_fixtures().join("onceonly.toml");
+    let text = std::fs::read_to_string(&config_path).unwrap();
+    let dir = rules_fixtures().join("K002/fires");
+    let with_replay = text.replacen(
+        "key_ttl = \"24h\"",
+        "key_ttl = \"24h\"\nreplay = \"reject\"",
+        1,
+    );
+    assert_ne!(with_replay, text);
+    let config = Config::parse(&with_replay, &dir.join("onceonly.toml")).unwrap();
+    let options = AuditOptions {
+        rules: vec!["K002".into()],
+        ..Default::default()
+    };
+    let findings = audit::run(&config, &options).unwrap().report.findings;
+    let frozen = audit_scenario("K002/fires", &["K002"]).report.findings;
+    assert_eq!(findings.len(), frozen.len());
+    for (rejecting, replaying) in findings.iter().zip(&frozen) {
+        assert_eq!(rejecting.id, replaying.id, "the same finding");
+        assert!(
+            rejecting.message.starts_with(&replaying.message)
+                && rejecting.message.contains("(replay = reject)")
+                && rejecting.message.contains("never reached it"),
+            "{}",
+            rejecting.message
+        );
+        assert!(
+            !replaying.message.contains("replay"),
+            "{}",
+            replaying.message
+        );
+    }
 }

@@ -25,6 +25,14 @@ impl Scenario {
         Scenario { dir }
     }
 
+    /// A copy of a scenario of `fixtures/rules/` with the config those scenarios share.
+    pub fn of_rules(scenario: &str) -> Scenario {
+        let copy = Scenario::copy_of(&format!("rules/{scenario}"));
+        std::fs::copy(fixtures().join("rules/onceonly.toml"), copy.config())
+            .expect("copy the rules' config");
+        copy
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

@@ -414,6 +414,25 @@ fn produce() -> Vec<Document> {
     );
     let config = path("onceonly.toml");
     let [first_day, _, last_day] = crate::scenario::airflow_days("airflow-3.3.2");
+    // A scoped audit: the interval range and the objects it left out.
+    let scoped = ran(
+        &real.audit(&[
+            "--dag",
+            "onceonly_d_*",
+            "--interval-from",
+            &first_day,
+            "--format",
+            "json",
+        ]),
+        &[0, 1],
+        "audit --dag --interval-from",
+    );
+    let scoped = json("scoped report", &scoped);
+    assert!(
+        scoped["coverage"]["objects_left_out"].is_object(),
+        "{scoped}"
+    );
+    one("report.schema.json", "audit --dag --interval-from", scoped);
     let trace = ran(
         &onceonly(&[
             "trace",

@@ -4,7 +4,7 @@
 
 use onceonly::commands::audit::{self, AuditOptions};
 use onceonly::commands::mock_provider::{self, MockOptions, MockPagination};
-use onceonly::commands::synth::{self, Expected, Rates, SynthOptions};
+use onceonly::commands::synth::{self, Expected, Layout, Rates, SynthOptions};
 use onceonly::config::Config;
 use onceonly::rules::Finding;
 
@@ -21,7 +21,29 @@ fn options(seed: u64) -> SynthOptions {
         dags: 3,
         seed,
         rates: Rates::parse(&entries).unwrap(),
+        layout: Layout::OperationPerDag,
     }
+}
+
+/// The scenario in `dir` served by the loopback mock provider (cursor pages of 1,000, each
+/// request logged to `log`), and a config that reads the Airflow and journal databases and lists
+/// the provider from it.
+fn listed(
+    dir: &std::path::Path,
+    log: Option<std::path::PathBuf>,
+) -> (mock_provider::MockProvider, Config) {
+    let objects = mock_provider::load_state(&dir.join("provider_state.json")).unwrap();
+    let mut mock = MockOptions::new(objects, MockPagination::Cursor);
+    mock.page_size = 1000;
+    mock.request_log = log;
+    let mock = mock_provider::start(mock, 0).unwrap();
+    let listing = dir.join("listing.toml");
+    std::fs::write(
+        &listing,
+        synth::config(3, Layout::OperationPerDag, Some(&mock.url())),
+    )
+    .unwrap();
+    (mock, Config::load(&listing).unwrap())
 }
 
 fn found(findings: &[Finding]) -> Vec<Expected> {
@@ -87,15 +109,15 @@ fn findings_equal_the_injected_truth_from_every_source() {
             written.truth.cases["reconciled"] + written.truth.cases["K002"],
             "every recovered lost response, and every re-run the provider replayed, is counted"
         );
+        assert!(written.truth.cases["check-then-create"] > 0, "seed {seed}");
+        assert_eq!(
+            report.summary.verdicts["no-operation"],
+            written.truth.cases["check-then-create"] + written.truth.cases["M002"],
+            "a retry that skipped a committed export did nothing, and is no M002"
+        );
 
         // Airflow's SQLite database and the journal database, the provider listed over HTTP.
-        let objects = mock_provider::load_state(&dir.path().join("provider_state.json")).unwrap();
-        let mut mock = MockOptions::new(objects, MockPagination::Cursor);
-        mock.page_size = 1000;
-        let mock = mock_provider::start(mock, 0).unwrap();
-        let listing = dir.path().join("listing.toml");
-        std::fs::write(&listing, synth::config(3, Some(&mock.url()))).unwrap();
-        let config = Config::load(&listing).unwrap();
+        let (mock, config) = listed(dir.path(), None);
         let report = audit::run(&config, &AuditOptions::default())
             .unwrap()
             .report;
@@ -106,6 +128,47 @@ fn findings_equal_the_injected_truth_from_every_source() {
             report.coverage.sources
         );
         mock.stop();
+    }
+}
+
+/// One `[[operation]]` whose dag_id is the glob `*` covers ten DAGs on one hourly schedule.
+/// Each DAG is its own pipeline (SPEC §4): every rule finds exactly what was injected, nothing
+/// pools the DAGs' intervals (no D002 or K001 over the hour the DAGs share, no rerun of one
+/// DAG's interval blamed on another's), and every try is judged as with an operation per DAG.
+#[test]
+fn a_glob_operation_over_many_dags_finds_exactly_the_injected_truth() {
+    for seed in [2, 13, 99] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = options(seed);
+        options.dags = 10;
+        options.intervals = 3_000;
+        options.layout = Layout::GlobOperation;
+        let written = synth::run(&options, dir.path()).unwrap();
+        let audit_with = |config: &Config| {
+            let from_snapshot = AuditOptions {
+                from_snapshot: Some(dir.path().to_path_buf()),
+                ..AuditOptions::default()
+            };
+            audit::run(config, &from_snapshot).unwrap().report
+        };
+        let glob = Config::load(&dir.path().join("onceonly.toml")).unwrap();
+        assert_eq!(glob.operations.len(), 1);
+        let report = audit_with(&glob);
+        assert_eq!(report.coverage.operations, ["export"]);
+        assert_same(
+            "glob operation",
+            seed,
+            &report.findings,
+            &written.truth.findings,
+        );
+
+        let per_dag = dir.path().join("per-dag.toml");
+        std::fs::write(&per_dag, synth::config(10, Layout::OperationPerDag, None)).unwrap();
+        let per_dag = audit_with(&Config::load(&per_dag).unwrap());
+        assert_eq!(
+            report.summary.verdicts, per_dag.summary.verdicts,
+            "seed {seed}: every try judged as with an operation per DAG"
+        );
     }
 }
 
@@ -166,9 +229,9 @@ fn rows_in_any_order_give_the_same_audit() {
 /// Auditing one DAG reads only its runs' journal rows, and the keys and ids of those rows are
 /// numbered apart from the whole journal's: each DAG's audit finds exactly that DAG's faults.
 ///
-/// Besides them it reports, with no DAG, the other DAGs' unjournaled objects (L003): nothing
-/// the audit read ties them to a DAG, since the tries whose expected key they carry are out of
-/// its scope. (A known limit: it takes the whole audit to attribute them.)
+/// It reports nothing that belongs elsewhere (SPEC §7): the other DAGs' objects, journalled or
+/// not (their unjournaled L003 objects carry keys the glob-free template claims for their DAG),
+/// are left out, and the report says how many.
 #[test]
 fn each_dag_audited_alone_finds_exactly_its_own_faults() {
     let dir = tempfile::tempdir().unwrap();
@@ -183,6 +246,8 @@ fn each_dag_audited_alone_finds_exactly_its_own_faults() {
     dags.sort();
     dags.dedup();
     assert_eq!(dags.len(), 3, "every DAG has faults: {dags:?}");
+    let provider_rows = written.truth.rows["provider"];
+    let mut audited_objects = 0;
     for dag in dags {
         let options = AuditOptions {
             from_snapshot: Some(dir.path().to_path_buf()),
@@ -190,10 +255,6 @@ fn each_dag_audited_alone_finds_exactly_its_own_faults() {
             ..AuditOptions::default()
         };
         let report = audit::run(&config, &options).unwrap().report;
-        let (own, unattributed): (Vec<Finding>, Vec<Finding>) = report
-            .findings
-            .into_iter()
-            .partition(|f| f.dag_id.is_some());
         let truth: Vec<Expected> = written
             .truth
             .findings
@@ -201,24 +262,24 @@ fn each_dag_audited_alone_finds_exactly_its_own_faults() {
             .filter(|f| f.dag_id == dag)
             .cloned()
             .collect();
-        assert_same(&format!("--dag {dag}"), 5, &own, &truth);
-        let elsewhere: Vec<&Expected> = written
-            .truth
-            .findings
-            .iter()
-            .filter(|f| f.code == "L003" && f.dag_id != dag)
-            .collect();
-        assert_eq!(unattributed.len(), elsewhere.len(), "--dag {dag}");
-        for finding in &unattributed {
-            assert!(
-                finding.code == "L003"
-                    && elsewhere
-                        .iter()
-                        .any(|f| f.external_ids == finding.evidence.external_ids),
-                "--dag {dag}: {finding:?}"
-            );
-        }
+        assert_same(&format!("--dag {dag}"), 5, &report.findings, &truth);
+        let audited = report.coverage.sources[2].rows_audited;
+        let left_out = report
+            .coverage
+            .objects_left_out
+            .expect("a scoped audit says");
+        assert_eq!(
+            left_out.unclaimed, 0,
+            "--dag {dag}: every object is some DAG's"
+        );
+        assert_eq!(
+            audited + left_out.claimed_elsewhere,
+            provider_rows,
+            "--dag {dag}"
+        );
+        audited_objects += audited;
     }
+    assert_eq!(audited_objects, provider_rows, "each object is one DAG's");
 }
 
 #[test]
@@ -295,4 +356,62 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
     let bad = onceonly(&["synth", "--out", out, "--rates", "X001=0.1"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("X001"), "{}", stderr(&bad));
+}
+
+/// A listed provider is asked only for the window the audited tries need (SPEC §3): with
+/// `--interval-from/--interval-to` over a day of a scenario spanning weeks, every listing
+/// request is bounded by that day's tries plus the slack, and the audit still finds exactly
+/// the faults injected in those intervals.
+#[test]
+fn the_listing_covers_only_the_window_the_audited_tries_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = synth::run(&options(21), dir.path()).unwrap();
+    let log = dir.path().join("requests.log");
+    let (mock, config) = listed(dir.path(), Some(log.clone()));
+    let day = |text: &str| onceonly::timestamp::parse(text).unwrap();
+    let options = AuditOptions {
+        interval_from: Some(day("2024-01-10")),
+        interval_to: Some(day("2024-01-11")),
+        ..AuditOptions::default()
+    };
+    let report = audit::run(&config, &options).unwrap().report;
+    mock.stop();
+
+    let in_range: Vec<Expected> = written
+        .truth
+        .findings
+        .iter()
+        .filter(|f| f.interval.starts_with("2024-01-10"))
+        .cloned()
+        .collect();
+    assert!(!in_range.is_empty());
+    assert_same("one day of intervals", 21, &report.findings, &in_range);
+    // Tries of 2024-01-10's hourly intervals start an hour after each, and a K002 re-run a day
+    // later: the window is those tries' span plus the hour of slack, not the whole provider.
+    let seconds = |bound: &Option<String>| day(bound.as_deref().unwrap()) / 1_000_000;
+    let (from, to) = (
+        seconds(&report.coverage.provider_from),
+        seconds(&report.coverage.provider_to),
+    );
+    assert!(
+        from >= day("2024-01-10") / 1_000_000 && to <= day("2024-01-13") / 1_000_000,
+        "{from}..{to}"
+    );
+    // Objects created in that window for neighbouring intervals, which no journal row knows,
+    // are another interval's audit's, by their own interval fields.
+    let left_out = report.coverage.objects_left_out.expect("a range states it");
+    assert!(left_out.other_intervals > 0, "{left_out:?}");
+    let requests = std::fs::read_to_string(&log).unwrap();
+    assert!(!requests.is_empty());
+    for request in requests.lines() {
+        let param = |name: &str| -> i64 {
+            let (_, rest) = request
+                .split_once(&format!("{name}="))
+                .unwrap_or_else(|| panic!("{request} has no {name}"));
+            rest.split('&').next().unwrap().parse().unwrap()
+        };
+        // Each request may reach a second past the window (providers round their bounds).
+        assert!(param("created_after") >= from - 2, "{request}");
+        assert!(param("created_before") <= to + 2, "{request}");
+    }
 }

@@ -224,3 +224,39 @@ fn the_html_timeline_is_self_contained_escaped_and_renders() {
         "the injected element exists in the rendered page"
     );
 }
+
+/// Two DAGs under one glob operation share a day (fixtures/rules/glob-operation): tracing one
+/// DAG's interval shows that DAG's tries and objects, and no finding pooled from the other's.
+#[test]
+fn a_glob_operations_dags_are_traced_apart() {
+    let scenario = Scenario::of_rules("glob-operation");
+    let output = trace(
+        &scenario,
+        &[
+            "--dag",
+            "reports_us",
+            "--interval",
+            "2026-11-01",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let verdicts: Vec<&str> = report["tries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["lost-response", "reconciled"]);
+    let objects: Vec<&str> = report["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "provider")
+        .map(|e| e["external_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(objects, ["rep_201"]);
+    assert_eq!(report["findings"], serde_json::json!([]), "{report:#}");
+}

@@ -259,3 +259,117 @@ fn bad_backfill_requests_exit_two() {
     assert_eq!(bad_ttl.status.code(), Some(2));
     assert!(stderr(&bad_ttl).contains("stripe, paypal, adyen, aws-step-functions"));
 }
+
+/// Intervals of the range that no run covers are counted and named, not left out silently:
+/// the schedule's step comes from the spacing of the DAG's runs (daily, in the real run).
+#[test]
+fn intervals_without_a_run_are_counted() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let (_, report) = risk(
+        &scenario,
+        &[
+            "--dag",
+            "onceonly_c_exhausted",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-30",
+            "--at",
+            "2026-11-29T10:02:00Z",
+        ],
+    );
+    // Eleven days; runs exist for 11-26, 11-27 and 11-28.
+    assert_eq!(report["intervals"].as_array().unwrap().len(), 3);
+    let without = &report["without_run"];
+    assert_eq!(without["count"], 8, "{without:#}");
+    let starts: Vec<&str> = without["starts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(starts.first(), Some(&"2026-11-20T00:00:00Z"));
+    assert_eq!(starts.last(), Some(&"2026-11-30T00:00:00Z"));
+    assert!(!starts.contains(&"2026-11-27T00:00:00Z"));
+    assert!(
+        without["schedule"]
+            .as_str()
+            .unwrap()
+            .starts_with("every 1d")
+    );
+
+    // One run cannot show a schedule: said so, not guessed.
+    let (_, report) = risk(
+        &scenario,
+        &[
+            "--dag",
+            "onceonly_e_manual",
+            "--from",
+            "2026-11-20",
+            "--to",
+            "2026-11-30",
+        ],
+    );
+    assert_eq!(report["without_run"]["count"], serde_json::Value::Null);
+    assert!(
+        report["without_run"]["schedule"]
+            .as_str()
+            .unwrap()
+            .starts_with("not known"),
+        "{report:#}"
+    );
+}
+
+/// A re-run under a key the provider still remembers gets the remembered object back even when
+/// it was voided since (fixtures/rules/M001/fires: `exp_101` of 2026-11-01 is cancelled): no new
+/// export, so the interval is `deduplicated`, not `safe`; what the re-run gets back is what
+/// `[provider] replay` says. Once the key expired, a re-run creates a live object: `safe`.
+#[test]
+fn a_voided_object_under_a_remembered_key_is_replayed_not_safe() {
+    let scenario = Scenario::of_rules("M001/fires");
+    let day = [
+        "--dag",
+        "orders",
+        "--from",
+        "2026-11-01",
+        "--to",
+        "2026-11-01",
+    ];
+    let first_interval = |at: &str| {
+        let mut args = day.to_vec();
+        args.extend(["--at", at]);
+        let (_, report) = risk(&scenario, &args);
+        report["intervals"][0].clone()
+    };
+    // exp_101 was created at 2026-11-02T00:05:10Z; the provider keeps keys 24 h.
+    let remembered = first_interval("2026-11-02T12:00:00Z");
+    assert_eq!(remembered["class"], "deduplicated", "{remembered:#}");
+    let reason = remembered["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("exp_101's first response") && reason.contains("replay = frozen"),
+        "{reason}"
+    );
+    assert!(
+        remembered["repair"]
+            .as_str()
+            .unwrap()
+            .contains("new key version")
+    );
+    let forgotten = first_interval("2026-11-04T00:00:00Z");
+    assert_eq!(forgotten["class"], "safe", "{forgotten:#}");
+
+    scenario.edit(
+        "onceonly.toml",
+        "key_ttl = \"24h\"",
+        "key_ttl = \"24h\"\nreplay = \"latest\"",
+    );
+    let latest = first_interval("2026-11-02T12:00:00Z");
+    assert_eq!(latest["class"], "deduplicated");
+    assert!(
+        latest["reason"]
+            .as_str()
+            .unwrap()
+            .contains("latest status (replay = latest), cancelled"),
+        "{latest:#}"
+    );
+}

@@ -13,7 +13,8 @@
 # and checks that runs 1 and 3 found exactly the injected truth.
 #
 # Environment: CARGO_TARGET_DIR (default /var/cache/onceonly/release), BENCH_DIR (default
-# /tmp/onceonly-scale), DAGS (default 20), SEED (default 1), KEEP=1 keeps the scenarios.
+# /tmp/onceonly-scale), DAGS (default 20), SEED (default 1), KEEP=1 keeps the scenarios,
+# GLOB=1 binds every DAG to one glob operation (`synth --glob-operation`, same truth).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -70,9 +71,12 @@ PY
 
 for N in "${SIZES[@]}"; do
     DIR=$WORK/n$N
+    [ "${GLOB:-0}" = 1 ] && DIR=$DIR-glob
     echo "== $N intervals, $DAGS DAGs, seed $SEED"
     rm -rf "$DIR"
-    measure "synth" "$WORK/synth.txt" -- "$BIN" synth --intervals "$N" --dags "$DAGS" --seed "$SEED" --out "$DIR"
+    LAYOUT=()
+    [ "${GLOB:-0}" = 1 ] && LAYOUT=(--glob-operation)
+    measure "synth" "$WORK/synth.txt" -- "$BIN" synth --intervals "$N" --dags "$DAGS" --seed "$SEED" --out "$DIR" "${LAYOUT[@]}"
     sed 's/^/      /' "$WORK/synth.txt"
 
     measure "audit from snapshot, all rules" "$WORK/all.json" -- "$BIN" audit --from-snapshot "$DIR" \

@@ -21,6 +21,10 @@ pub struct AuditOptions {
     /// Activity window: runs with a try that started or ended in it, microseconds.
     pub since: Option<i64>,
     pub until: Option<i64>,
+    /// Data intervals: runs whose audit interval starts at or after `interval_from` and before
+    /// `interval_to`, microseconds (combined with the activity window: both must hold).
+    pub interval_from: Option<i64>,
+    pub interval_to: Option<i64>,
     /// Margin around the audited tries for the provider window, microseconds (None: the
     /// listing's configured `slack`, else one hour).
     pub slack: Option<i64>,
@@ -60,7 +64,14 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
     let started = std::time::Instant::now();
     let tables = match &options.from_snapshot {
         Some(dir) => sources::saved::load(dir, options.save_snapshot.is_some())?.0,
-        None => sources::load(config, &filter, options.slack.unwrap_or(DEFAULT_SLACK))?,
+        None => {
+            let window = sources::ListingWindow {
+                slack: options.slack.unwrap_or(DEFAULT_SLACK),
+                of_attempts: &|attempts| listing_window(attempts, options),
+                list_early: options.interval_from.is_none() && options.interval_to.is_none(),
+            };
+            sources::load(config, &filter, &window)?
+        }
     };
     crate::timing::phase("read", started);
     for table in Table::ALL {
@@ -115,15 +126,26 @@ fn audit_with(
         &provider,
         window,
     )?;
-    if let Some(dag) = &options.dag {
-        // Objects attributed to another DAG are not this audit's; unattributed ones may be.
-        let keep = prepared
-            .objects()
-            .filter(col("dag_id").is_null().or(dag_matches(dag)))
-            .collect()
-            .engine("filtering objects by dag")?;
-        prepared.objects = keep;
-    }
+    // A scoped audit reports nothing that belongs elsewhere (SPEC §7): objects of audited
+    // rows stay; others only if they may be the audit's (a key template claims them for an
+    // audited DAG, their own interval is in the range).
+    let intervals = (options.interval_from.is_some() || options.interval_to.is_some())
+        .then_some((options.interval_from, options.interval_to));
+    let objects_left_out = if options.dag.is_some() || intervals.is_some() {
+        let scope = crate::prepare::Scope {
+            dag: options.dag.as_deref(),
+            intervals,
+        };
+        let dropped = provider.height() - prepared.objects.height();
+        Some(crate::prepare::scope_objects(
+            config,
+            &mut prepared,
+            scope,
+            dropped,
+        )?)
+    } else {
+        None
+    };
     // What preparing freed goes back before the rules and the verdicts allocate on threads of
     // their own.
     crate::memory::release_free();
@@ -184,6 +206,8 @@ fn audit_with(
     let coverage = Coverage {
         since: options.since.map(timestamp::format),
         until: options.until.map(timestamp::format),
+        interval_from: options.interval_from.map(timestamp::format),
+        interval_to: options.interval_to.map(timestamp::format),
         dag: options.dag.clone(),
         sources,
         provider_from: window.from.map(timestamp::format),
@@ -194,6 +218,7 @@ fn audit_with(
         tries: prepared.tries.height(),
         rules_skipped,
         warnings: tables.warnings.clone(),
+        objects_left_out,
     };
     let summary = Summary::new(&findings, verdict_counts);
     let started = std::time::Instant::now();
@@ -273,9 +298,10 @@ fn dag_matches(pattern: &str) -> Expr {
     )
 }
 
-/// Applies `--dag` and the activity window: the audited runs are those with a try active in
-/// the window; their journal rows come along; the provider is read from the earliest try start
-/// minus the slack to the latest try end plus the slack (SPEC §3).
+/// Applies `--dag`, the activity window and the interval range: the audited runs are those
+/// with a try active in the window whose interval starts in the range; their journal rows come
+/// along; the provider is read from the earliest try start minus the slack to the latest try
+/// end plus the slack (SPEC §3).
 fn scope(
     tables: &Tables,
     options: &AuditOptions,
@@ -286,7 +312,7 @@ fn scope(
         attempts = attempts.filter(dag_matches(dag));
         journal = journal.filter(dag_matches(dag));
     }
-    if options.since.is_none() && options.until.is_none() {
+    let Some(runs) = audited_runs(&attempts, options) else {
         let attempts = attempts.collect().engine("filtering attempts")?;
         let journal = journal.collect().engine("filtering journal")?;
         return Ok((
@@ -295,22 +321,7 @@ fn scope(
             tables.provider.clone(),
             tables.listed_window.unwrap_or_default(),
         ));
-    }
-    let at = |micros: Option<i64>, default: i64| lit(micros.unwrap_or(default)).cast(utc());
-    let (since, until) = (
-        at(options.since, i64::MIN / 2),
-        at(options.until, i64::MAX / 2),
-    );
-    let active = |column: &str| {
-        col(column)
-            .gt_eq(since.clone())
-            .and(col(column).lt(until.clone()))
     };
-    let runs = attempts
-        .clone()
-        .filter(active("start_date").or(active("end_date")))
-        .select([col("dag_id"), col("run_id")])
-        .unique(None, UniqueKeepStrategy::Any);
     let on = [col("dag_id"), col("run_id")];
     let attempts = attempts
         .join(
@@ -325,19 +336,7 @@ fn scope(
         .join(runs, on.clone(), on, JoinArgs::new(JoinType::Semi))
         .collect()
         .engine("filtering journal")?;
-    let (from, to) = try_bounds(&attempts)?;
-    let slack = options.slack.unwrap_or(DEFAULT_SLACK);
-    let window = match (from, to) {
-        (Some(from), Some(to)) => ProviderWindow {
-            from: Some(from - slack),
-            to: Some(to + slack),
-        },
-        // No try ran in the window: nothing to attribute, and nothing to read.
-        _ => ProviderWindow {
-            from: options.since,
-            to: options.until,
-        },
-    };
+    let window = around_tries(&attempts, options)?;
     let created = |bound: Option<i64>, above: bool| match bound {
         None => lit(true),
         Some(at) if above => col("created_at").gt_eq(lit(at).cast(utc())),
@@ -351,6 +350,90 @@ fn scope(
         .collect()
         .engine("filtering provider")?;
     Ok((attempts, journal, provider, window))
+}
+
+/// The audited runs (`dag_id`, `run_id`) among `attempts`: those with a try active in the
+/// activity window (`--since`/`--until`) and whose audit interval starts in the interval range
+/// (`--interval-from`/`--interval-to`). None when neither is given: every run.
+fn audited_runs(attempts: &LazyFrame, options: &AuditOptions) -> Option<LazyFrame> {
+    let at = |micros: Option<i64>, default: i64| lit(micros.unwrap_or(default)).cast(utc());
+    let between = |value: Expr, from: Option<i64>, to: Option<i64>| {
+        value
+            .clone()
+            .gt_eq(at(from, i64::MIN / 2))
+            .and(value.lt(at(to, i64::MAX / 2)))
+    };
+    let mut runs = None;
+    if options.since.is_some() || options.until.is_some() {
+        let active = |column: &str| between(col(column), options.since, options.until);
+        runs = Some(active("start_date").or(active("end_date")));
+    }
+    if options.interval_from.is_some() || options.interval_to.is_some() {
+        let interval = between(
+            crate::prepare::interval_start(),
+            options.interval_from,
+            options.interval_to,
+        );
+        // A run is one interval: any of its tries tells it, and the window's test applies to
+        // the run as a whole.
+        let with_interval = attempts
+            .clone()
+            .filter(interval)
+            .select([col("dag_id"), col("run_id")])
+            .unique(None, UniqueKeepStrategy::Any);
+        let active = match runs.take() {
+            Some(active) => attempts.clone().filter(active),
+            None => attempts.clone(),
+        };
+        let on = [col("dag_id"), col("run_id")];
+        return Some(
+            active
+                .select([col("dag_id"), col("run_id")])
+                .unique(None, UniqueKeepStrategy::Any)
+                .join(with_interval, on.clone(), on, JoinArgs::new(JoinType::Semi)),
+        );
+    }
+    runs.map(|active| {
+        attempts
+            .clone()
+            .filter(active)
+            .select([col("dag_id"), col("run_id")])
+            .unique(None, UniqueKeepStrategy::Any)
+    })
+}
+
+/// The created-at window the provider must cover for `attempts` (the audited tries): from the
+/// earliest try start minus the slack to the latest try end plus the slack (SPEC §3). With no
+/// try there is nothing to attribute: the activity window itself.
+fn around_tries(attempts: &DataFrame, options: &AuditOptions) -> Result<ProviderWindow> {
+    let slack = options.slack.unwrap_or(DEFAULT_SLACK);
+    Ok(match try_bounds(attempts)? {
+        (Some(from), Some(to)) => ProviderWindow {
+            from: Some(from - slack),
+            to: Some(to + slack),
+        },
+        _ => ProviderWindow {
+            from: options.since,
+            to: options.until,
+        },
+    })
+}
+
+/// The window a provider listing is asked for, given every try the Airflow source returned
+/// (already cut to `--dag` and the activity window): the one the audited tries need.
+pub fn listing_window(attempts: &DataFrame, options: &AuditOptions) -> Result<ProviderWindow> {
+    let lazy = attempts.clone().lazy();
+    match audited_runs(&lazy, options) {
+        None => around_tries(attempts, options),
+        Some(runs) => {
+            let on = [col("dag_id"), col("run_id")];
+            let audited = lazy
+                .join(runs, on.clone(), on, JoinArgs::new(JoinType::Semi))
+                .collect()
+                .engine("the listing window")?;
+            around_tries(&audited, options)
+        }
+    }
 }
 
 /// The margin around the audited tries when none is configured.

@@ -15,9 +15,12 @@
 //! | `onceonly-listing.toml` | the same, the provider listed over HTTP at `__PROVIDER_URL__` |
 //! | `truth.json` | the findings the audit must report: code, DAG, interval, key, object ids |
 //!
-//! Intervals are hourly; interval `n` belongs to DAG `n % dags`. Each DAG has one operation
-//! (`synth_NNN.export`) whose key is `synth:{dag_id}:{interval_start:%Y-%m-%dT%H}`. All times
-//! are whole seconds, so the provider's epoch-second listing loses nothing.
+//! Intervals are hourly; interval `n` belongs to DAG `n % dags`, so every DAG runs on the same
+//! schedule. The key is `synth:{dag_id}:{interval_start:%Y-%m-%dT%H}`. Each DAG has an
+//! `[[operation]]` of its own (`synth_NNN`), or, with [`Layout::GlobOperation`], one operation
+//! (`export`, `dag_id = "*"`) covers them all: the tables and the truth are the same, since
+//! each DAG is its own pipeline either way (SPEC §4). All times are whole seconds, so the
+//! provider's epoch-second listing loses nothing.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -31,8 +34,8 @@ use crate::error::{EngineContext, Error, Result};
 use crate::model::{Table, utc};
 use crate::sources::Tables;
 
-/// What happens in one interval. The fillers (`Clean`, `Retry`, `Reconciled`, `Voided`)
-/// cause no finding; each fault causes exactly the findings [`Case::findings`] names.
+/// What happens in one interval. The fillers (`Clean`, `Retry`, `Reconciled`, `Voided`,
+/// `CheckThenCreate`) cause no finding; each fault causes exactly the findings [`Case::findings`] names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Case {
     /// One try: intent, object, committed.
@@ -44,6 +47,9 @@ pub enum Case {
     Reconciled,
     /// A duplicate repaired earlier: try 1's object was created twice and voided since.
     Voided,
+    /// Try 1 exported and committed, then failed in a later step; try 2 read the journal,
+    /// found the key committed and skipped the provider: a success with no journal row.
+    CheckThenCreate,
     /// Lost response, not recovered: one try, the object exists, no committed row (L001).
     L001,
     /// Both tries committed an object under one key: the provider had forgotten it (D001).
@@ -67,11 +73,12 @@ pub enum Case {
 }
 
 impl Case {
-    pub const ALL: [Case; 13] = [
+    pub const ALL: [Case; 14] = [
         Case::Clean,
         Case::Retry,
         Case::Reconciled,
         Case::Voided,
+        Case::CheckThenCreate,
         Case::L001,
         Case::D001,
         Case::D002,
@@ -89,6 +96,7 @@ impl Case {
             Case::Retry => "retry",
             Case::Reconciled => "reconciled",
             Case::Voided => "voided",
+            Case::CheckThenCreate => "check-then-create",
             Case::L001 => "L001",
             Case::D001 => "D001",
             Case::D002 => "D002",
@@ -113,13 +121,15 @@ impl Case {
 pub struct Rates(pub BTreeMap<Case, f64>);
 
 impl Default for Rates {
-    /// About 1.3 tries and 1.1 provider objects per interval, 0.5 % of intervals per fault.
+    /// About 1.4 tries and 1.1 provider objects per interval, 0.5 % of intervals per fault;
+    /// one interval in twenty has a check-then-create retry.
     fn default() -> Rates {
         let mut rates = BTreeMap::new();
         rates.insert(Case::Retry, 0.10);
         rates.insert(Case::Reconciled, 0.10);
         rates.insert(Case::Voided, 0.10);
-        for case in &Case::ALL[4..] {
+        rates.insert(Case::CheckThenCreate, 0.05);
+        for case in &Case::ALL[5..] {
             rates.insert(*case, 0.005);
         }
         Rates(rates)
@@ -168,6 +178,17 @@ pub struct SynthOptions {
     pub dags: usize,
     pub seed: u64,
     pub rates: Rates,
+    pub layout: Layout,
+}
+
+/// How the configs bind the scenario's DAGs to operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// Each DAG has an `[[operation]]` of its own, named after it.
+    #[default]
+    OperationPerDag,
+    /// One `[[operation]]` named `export` whose `dag_id` is the glob `*`: every DAG.
+    GlobOperation,
 }
 
 /// One finding the audit must report, identified as the report identifies it.
@@ -392,6 +413,13 @@ pub fn generate(options: &SynthOptions) -> Result<Scenario> {
                     0
                 };
                 rows.push((2, k(), "committed", Some(committed), p(), r + 8));
+            }
+            Case::CheckThenCreate => {
+                tries.push((1, "failed", s, s + 12));
+                made.push((k(), s + 5, "live", p(), 1));
+                rows.push((1, k(), "intent", None, p(), s + 2));
+                rows.push((1, k(), "committed", Some(0), p(), s + 8));
+                tries.push((2, "success", r, r + 3));
             }
             Case::L001 => {
                 tries.push((1, "failed", s, s + 12));
@@ -671,10 +699,13 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
     crate::sources::saved::save(dir, &scenario.tables, Default::default())?;
     write_state(&dir.join("provider_state.json"), &scenario.state_objects)?;
     let dags = options.dags.max(1);
-    crate::output::file(&dir.join("onceonly.toml"), config(dags, None).as_bytes())?;
+    crate::output::file(
+        &dir.join("onceonly.toml"),
+        config(dags, options.layout, None).as_bytes(),
+    )?;
     crate::output::file(
         &dir.join("onceonly-listing.toml"),
-        config(dags, Some("__PROVIDER_URL__")).as_bytes(),
+        config(dags, options.layout, Some("__PROVIDER_URL__")).as_bytes(),
     )?;
     let mut truth = serde_json::to_string_pretty(&scenario.truth).expect("truth serializes");
     truth.push('\n');
@@ -708,8 +739,8 @@ fn write_state(path: &Path, objects: &[String]) -> Result<()> {
 }
 
 /// The config for the scenario: airflow.db and journal.db read in place; the provider from
-/// the snapshot's Parquet file, or listed over HTTP at `url`.
-pub fn config(dags: usize, url: Option<&str>) -> String {
+/// the snapshot's Parquet file, or listed over HTTP at `url`; the operations as `layout` says.
+pub fn config(dags: usize, layout: Layout, url: Option<&str>) -> String {
     let mut text = String::from(
         "# Written by `onceonly synth`: audit with --from-snapshot . or straight from the sources.\n\n\
          [airflow]\nurl = \"sqlite:///airflow.db\"\n\n\
@@ -721,12 +752,20 @@ pub fn config(dags: usize, url: Option<&str>) -> String {
         ),
         Some(url) => text.push_str(&listing(url)),
     }
-    for dag in 0..dags.max(1) {
-        let dag_id = dag_name(dag);
-        text.push_str(&format!(
-            "\n[[operation]]\nname = \"{dag_id}\"\ndag_id = \"{dag_id}\"\ntask_id = \"export\"\n\
+    let operation = |name: &str, dag_id: &str| {
+        format!(
+            "\n[[operation]]\nname = \"{name}\"\ndag_id = \"{dag_id}\"\ntask_id = \"export\"\n\
              key = \"synth:{{dag_id}}:{{interval_start:%Y-%m-%dT%H}}\"\n"
-        ));
+        )
+    };
+    match layout {
+        Layout::OperationPerDag => {
+            for dag in 0..dags.max(1) {
+                let dag_id = dag_name(dag);
+                text.push_str(&operation(&dag_id, &dag_id));
+            }
+        }
+        Layout::GlobOperation => text.push_str(&operation("export", "*")),
     }
     text
 }

@@ -4,7 +4,9 @@
 //! Per interval of the DAG in the range:
 //! * `safe`: nothing live exists for it; a re-run creates its first object;
 //! * `deduplicated`: an object exists and the provider still remembers the key a re-run would
-//!   send, so the re-run gets the same object back (until the key expires);
+//!   send, so the re-run gets the same object back (until the key expires); also when that
+//!   object was voided since: the re-run gets the void object back (as `[provider] replay`
+//!   says) and exports nothing;
 //! * `at-risk`: an object exists and the key has expired, or a re-run would send a key the
 //!   provider never saw (an unstable key): a re-run creates a duplicate;
 //! * `unknown`: what decides it is not known (no key TTL, no key).
@@ -14,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use polars::prelude::*;
 use serde::Serialize;
 
-use crate::cells::{ints, texts};
+use crate::cells::{bools, ints, texts};
 use crate::commands::audit::{self, AuditOptions};
-use crate::config::Config;
+use crate::config::{Config, Replay};
 use crate::error::{EngineContext, Error, Result};
 use crate::retention::KeyTtl;
 use crate::timestamp;
@@ -50,6 +52,22 @@ pub struct TtlRisk {
     pub ttl_source: Option<String>,
     pub intervals: Vec<IntervalRisk>,
     pub summary: BTreeMap<&'static str, usize>,
+    /// Intervals of the range no run covers at all: none of the above, and a backfill would
+    /// run them for the first time.
+    pub without_run: WithoutRun,
+}
+
+/// The intervals of the range the DAG's schedule has but no run covers, inferred from the
+/// spacing of the DAG's runs (Airflow's timetable is not read).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WithoutRun {
+    /// How many; None when the schedule cannot be inferred (fewer than two runs, or none with a
+    /// regular spacing).
+    pub count: Option<usize>,
+    /// Where each starts, RFC 3339.
+    pub starts: Vec<String>,
+    /// How the schedule was inferred, or why it could not be.
+    pub schedule: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,12 +98,11 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         },
     )?;
     let prepared = &audit.prepared;
-    let group = [
-        col("operation"),
-        col("map_index"),
-        col("iv_start"),
-        col("iv_end"),
-    ];
+    // Each DAG's task is its own pipeline, whatever operation names it (SPEC §4).
+    let group: Vec<Expr> = crate::prepare::PIPELINE_INTERVAL
+        .iter()
+        .map(|name| col(*name))
+        .collect();
     let in_range = col("dag_id")
         .eq(lit(options.dag.clone()))
         .and(col("iv_start").gt_eq(lit(options.from).cast(crate::model::utc())))
@@ -97,11 +114,16 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         .sort(["start_date", "try_number"], Default::default())
         .group_by(group.clone())
         .agg([
+            col("operation").first(),
+            col("task_id").first(),
             col("interval").first(),
             col("expected_key").drop_nulls().first(),
             col("state").last().alias("latest_state"),
         ])
-        .sort(["iv_start", "operation", "map_index"], Default::default())
+        .sort(
+            ["iv_start", "operation", "task_id", "map_index"],
+            Default::default(),
+        )
         .collect()
         .engine("ttl-risk: intervals")?;
     let journal_keys = prepared
@@ -118,23 +140,26 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         ])
         .collect()
         .engine("ttl-risk: keys")?;
+    // Every object of the intervals, live or void: a re-run under a key the provider still
+    // remembers gets a voided object back too.
     let objects = prepared
-        .live_in_intervals()
-        .filter(in_range)
+        .objects()
+        .filter(
+            col("operation")
+                .is_not_null()
+                .and(col("iv_start").is_not_null())
+                .and(in_range),
+        )
         .sort(["created_at", "external_id"], Default::default())
         .collect()
         .engine("ttl-risk: objects")?;
 
-    let id = |op: &Option<String>, map: Option<i64>, start: Option<i64>| {
-        (
-            op.clone().unwrap_or_default(),
-            map.unwrap_or(-1),
-            start.unwrap_or(0),
-        )
+    let id = |pipeline: Option<i64>, map: Option<i64>, start: Option<i64>| {
+        (pipeline, map.unwrap_or(-1), start.unwrap_or(0))
     };
     // Journal keys per interval.
-    let (j_ops, j_maps, j_starts, j_last) = (
-        texts(&journal_keys, "operation")?,
+    let (j_pipelines, j_maps, j_starts, j_last) = (
+        ints(&journal_keys, "pipeline")?,
         ints(&journal_keys, "map_index")?,
         ints(&journal_keys, "iv_start")?,
         texts(&journal_keys, "last_key")?,
@@ -146,28 +171,37 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     let mut journal_by_interval = BTreeMap::new();
     for row in 0..journal_keys.height() {
         journal_by_interval.insert(
-            id(&j_ops[row], j_maps[row], j_starts[row]),
+            id(j_pipelines[row], j_maps[row], j_starts[row]),
             (j_last[row].clone(), key_counts[row]),
         );
     }
-    // Live objects per interval: (id, key, created).
-    let (o_ops, o_maps, o_starts, o_ids, o_keys, o_created) = (
-        texts(&objects, "operation")?,
+    // Live and void objects per interval: (id, key, created, status).
+    let (o_pipelines, o_maps, o_starts, o_ids, o_keys, o_created) = (
+        ints(&objects, "pipeline")?,
         ints(&objects, "map_index")?,
         ints(&objects, "iv_start")?,
         texts(&objects, "external_id")?,
         texts(&objects, "key")?,
         ints(&objects, "created_at")?,
     );
-    let mut objects_by_interval: BTreeMap<_, Vec<(String, Option<String>, i64)>> = BTreeMap::new();
+    let (o_live, o_status) = (bools(&objects, "live")?, texts(&objects, "status")?);
+    type Seen = (String, Option<String>, i64, String);
+    let mut objects_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
+    let mut void_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
     for row in 0..objects.height() {
-        objects_by_interval
-            .entry(id(&o_ops[row], o_maps[row], o_starts[row]))
+        let by_interval = if o_live[row] == Some(true) {
+            &mut objects_by_interval
+        } else {
+            &mut void_by_interval
+        };
+        by_interval
+            .entry(id(o_pipelines[row], o_maps[row], o_starts[row]))
             .or_default()
             .push((
                 o_ids[row].clone().unwrap_or_default(),
                 o_keys[row].clone(),
                 o_created[row].unwrap_or(0),
+                o_status[row].clone().unwrap_or_default(),
             ));
     }
 
@@ -195,7 +229,8 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         })
     };
 
-    let (ops, maps, starts, labels, expected, states) = (
+    let (pipelines, ops, maps, starts, labels, expected, states) = (
+        ints(&intervals, "pipeline")?,
         texts(&intervals, "operation")?,
         ints(&intervals, "map_index")?,
         ints(&intervals, "iv_start")?,
@@ -206,7 +241,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     let mut risks = Vec::new();
     let mut sources = BTreeSet::new();
     for row in 0..intervals.height() {
-        let key_id = id(&ops[row], maps[row], starts[row]);
+        let key_id = id(pipelines[row], maps[row], starts[row]);
         let operation = ops[row].clone().unwrap_or_default();
         let rerun = match options.reprocess_behavior.as_deref() {
             None | Some("completed") => true,
@@ -228,7 +263,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             interval: labels[row].clone().unwrap_or_default(),
             rerun,
             key: key.clone(),
-            objects: live.iter().map(|(id, _, _)| id.clone()).collect(),
+            objects: live.iter().map(|(id, ..)| id.clone()).collect(),
             key_first_seen: None,
             key_expires: None,
             class: "unknown",
@@ -237,9 +272,16 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         };
         let first_under_key = live
             .iter()
-            .filter(|(_, k, _)| k.is_some() && *k == key)
-            .map(|(_, _, created)| *created)
+            .filter(|(_, k, ..)| k.is_some() && *k == key)
+            .map(|(_, _, created, _)| *created)
             .min();
+        // The first object ever created under the key, if every one is void.
+        let voided_under_key = void_by_interval
+            .get(&key_id)
+            .into_iter()
+            .flatten()
+            .filter(|(_, k, ..)| k.is_some() && *k == key)
+            .min_by_key(|(id, _, created, _)| (*created, id.clone()));
         if !rerun {
             risk.class = "safe";
             risk.reason = format!(
@@ -247,6 +289,53 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
                 options.reprocess_behavior.as_deref().unwrap_or("")
             );
             risk.repair = "nothing to do".into();
+        } else if let (true, Some((voided, _, created, status))) =
+            (live.is_empty(), voided_under_key)
+        {
+            // The provider may still remember the key of a voided object: a re-run then gets
+            // it back (as `replay` says) and exports nothing.
+            match ttl_of(&operation) {
+                Some((ttl, source)) if options.at < created + ttl => {
+                    sources.insert(source);
+                    let expires = created + ttl;
+                    risk.key_first_seen = Some(timestamp::format(*created));
+                    risk.key_expires = Some(timestamp::format(expires));
+                    risk.class = "deduplicated";
+                    risk.reason = format!(
+                        "the provider still remembers the key (until {}): a re-run {}; nothing new is exported",
+                        timestamp::format(expires),
+                        replayed(config.provider.replay, voided, status)
+                    );
+                    risk.repair = format!(
+                        "a re-run before {} {}; to export the interval again, use a new key version with a new approval",
+                        timestamp::format(expires),
+                        match config.provider.replay {
+                            Replay::Frozen | Replay::Reject => "commits a void object (M001 next)",
+                            Replay::Latest | Replay::Current =>
+                                "sees a void object and exports nothing",
+                        }
+                    );
+                }
+                Some((ttl, source)) => {
+                    sources.insert(source);
+                    risk.class = "safe";
+                    risk.key_first_seen = Some(timestamp::format(*created));
+                    risk.key_expires = Some(timestamp::format(created + ttl));
+                    risk.reason = format!(
+                        "{voided} under the key is {status}, and the provider forgot the key at {}",
+                        timestamp::format(created + ttl)
+                    );
+                    risk.repair =
+                        "re-run freely: the re-run creates the interval's first live object".into();
+                }
+                None => {
+                    risk.reason = format!(
+                        "{voided} under the key is {status}; whether the provider still remembers the key (and replays it) is not known: set [provider] key_ttl or --ttl"
+                    );
+                    risk.repair =
+                        "find the provider's key retention, then run ttl-risk again".into();
+                }
+            }
         } else if live.is_empty() {
             risk.class = "safe";
             risk.reason = "no live object exists for this interval".into();
@@ -303,7 +392,9 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     for class in ["safe", "deduplicated", "at-risk", "unknown"] {
         summary.insert(class, risks.iter().filter(|r| r.class == class).count());
     }
+    let without_run = without_run(prepared, options)?;
     Ok(TtlRisk {
+        without_run,
         dag_id: options.dag.clone(),
         from: timestamp::format(options.from),
         to: timestamp::format(options.to),
@@ -315,6 +406,111 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         intervals: risks,
         summary,
     })
+}
+
+/// The intervals of the range no run of the DAG covers. The schedule's step is the typical
+/// length of the DAG's intervals (or, for point intervals such as Airflow 3's `@daily`, the
+/// typical spacing of their starts), taken over all of the DAG's runs; each gap between known
+/// intervals is split into as many steps as fit, so calendar months space evenly enough.
+fn without_run(
+    prepared: &crate::prepare::Prepared,
+    options: &TtlRiskOptions,
+) -> Result<WithoutRun> {
+    let spans = prepared
+        .tries()
+        .filter(col("dag_id").eq(lit(options.dag.clone())))
+        .select([col("iv_start"), col("iv_end")])
+        .unique(None, UniqueKeepStrategy::Any)
+        .sort(["iv_start"], Default::default())
+        .collect()
+        .engine("ttl-risk: the DAG's intervals")?;
+    let starts: Vec<i64> = ints(&spans, "iv_start")?.into_iter().flatten().collect();
+    let ends = ints(&spans, "iv_end")?;
+    let mut starts_seen: Vec<i64> = starts.clone();
+    starts_seen.dedup();
+    let lengths: Vec<i64> = starts
+        .iter()
+        .zip(ends.iter())
+        .filter_map(|(start, end)| end.map(|end| end - start))
+        .filter(|length| *length > 0)
+        .collect();
+    let spacings: Vec<i64> = starts_seen
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .collect();
+    let (step, from_what) = if lengths.len() * 2 > starts_seen.len() {
+        (median(lengths), "length of its data intervals")
+    } else {
+        (median(spacings), "spacing of its runs' logical dates")
+    };
+    let Some(step) = step.filter(|_| starts_seen.len() >= 2) else {
+        return Ok(WithoutRun {
+            count: None,
+            starts: Vec::new(),
+            schedule: format!(
+                "not known: the DAG's runs give {} interval(s), too few to infer its schedule",
+                starts_seen.len()
+            ),
+        });
+    };
+    let in_range = |at: i64| at >= options.from && at <= options.to;
+    let mut missing = Vec::new();
+    let (first, last) = (starts_seen[0], starts_seen[starts_seen.len() - 1]);
+    let mut at = first - step;
+    while at >= options.from {
+        if in_range(at) {
+            missing.push(at);
+        }
+        at -= step;
+    }
+    for pair in starts_seen.windows(2) {
+        let gap = pair[1] - pair[0];
+        // Steps that fit the gap, rounded: months of 28 to 31 days count as one.
+        let steps = ((gap + step / 2) / step).max(1);
+        for k in 1..steps {
+            let at = pair[0] + gap * k / steps;
+            if in_range(at) {
+                missing.push(at);
+            }
+        }
+    }
+    let mut at = last + step;
+    while at <= options.to {
+        missing.push(at);
+        at += step;
+    }
+    missing.sort_unstable();
+    Ok(WithoutRun {
+        count: Some(missing.len()),
+        starts: missing.into_iter().map(timestamp::format).collect(),
+        schedule: format!(
+            "every {}, the typical {from_what} ({} intervals read)",
+            timestamp::format_duration(step),
+            starts_seen.len()
+        ),
+    })
+}
+
+/// The middle value (the lower of the two middle ones), None for none.
+fn median(mut values: Vec<i64>) -> Option<i64> {
+    values.sort_unstable();
+    values.get(values.len().saturating_sub(1) / 2).copied()
+}
+
+/// What a re-run under a remembered key gets back for a voided object, as `replay` says.
+fn replayed(replay: Replay, id: &str, status: &str) -> String {
+    match replay {
+        Replay::Frozen => format!(
+            "gets {id}'s first response back (replay = frozen), which says it was created, though it is {status} now"
+        ),
+        Replay::Reject => format!(
+            "sending the same body gets {id}'s first response back (replay = reject), which says it was created, though it is {status} now (a changed body is refused)"
+        ),
+        Replay::Latest => {
+            format!("gets {id} back with its latest status (replay = latest), {status}")
+        }
+        Replay::Current => format!("gets {id} back as it is now (replay = current), {status}"),
+    }
 }
 
 /// The range and reprocess behaviour of a planned backfill, from the metadata database.

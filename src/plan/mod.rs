@@ -202,11 +202,18 @@ fn only(frame: &DataFrame, column: &str, values: BTreeSet<&str>) -> Result<DataF
         .engine("selecting the findings' rows")
 }
 
-/// Adds an action, merging it into an equal one (same id) that answers other findings.
+/// Adds an action, merging it into an equal one (same id) that answers other findings. An
+/// action that answers findings of several DAGs (one key derivation shared by the DAGs of a
+/// glob operation) belongs to no one DAG.
 fn add(actions: &mut BTreeMap<String, Action>, action: Action) {
     actions
         .entry(action.id.clone())
-        .and_modify(|known| known.answers.extend(action.answers.clone()))
+        .and_modify(|known| {
+            known.answers.extend(action.answers.clone());
+            if known.dag_id != action.dag_id {
+                known.dag_id = None;
+            }
+        })
         .or_insert(action);
 }
 
@@ -379,6 +386,33 @@ pub fn build(
                         );
                     }
                 }
+                add(&mut actions, action);
+            }
+            // An orphan intent whose interval has a live object (the finding names it): that
+            // object may be this operation's export, so a retry is not blind but investigated.
+            "L002" if !finding.evidence.external_ids.is_empty() => {
+                let targets = finding.evidence.external_ids.clone();
+                let mut action = base(
+                    finding,
+                    Kind::Investigate,
+                    Safety::Manual,
+                    "object-exists-for-interval",
+                    vec![key.clone()],
+                );
+                action.preconditions = std::iter::once(format!(
+                    "the journal still has no committed row for key {key}"
+                ))
+                .chain(
+                    targets
+                        .iter()
+                        .map(|id| format!("{id} is still live at the provider")),
+                )
+                .collect();
+                action.explanation = format!(
+                    "the intent under {key} left no object under its key, but the provider lists {} for the interval: if it is this operation's export, adopt it into the journal; retry with the same key only once it is known not to be",
+                    targets.join(", ")
+                );
+                action.targets = targets;
                 add(&mut actions, action);
             }
             "L002" => {

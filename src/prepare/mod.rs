@@ -9,20 +9,22 @@
 //! The audit interval (SPEC §2) is the data interval where it has length, else the logical
 //! date, else `run_after`; `basis` says which one was used.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use polars::prelude::*;
 
-use crate::cells::{IntArray, TextArray, one_array};
+use crate::cells::{IntArray, TextArray, one_array, one_chunk};
 use crate::config::{Config, Operation};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
 use crate::timing::Run;
 
+mod claims;
 mod objects;
 mod table;
 
+pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
 pub use objects::{Grouped, NONE, Numbers};
 pub use table::NumberTable;
 
@@ -38,9 +40,27 @@ pub const BASIS_RUN_AFTER: &str = "run_after";
 pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
 /// The columns that identify one try.
 pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
-/// The columns that identify one interval of one operation.
-/// Mapped task instances are separate operations: `map_index` is part of the identity.
-pub const OPERATION_INTERVAL: [&str; 4] = ["operation", "map_index", "iv_start", "iv_end"];
+/// The columns that identify one interval of one pipeline: a DAG's task, numbered in
+/// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
+/// own pipeline, and its `name` only labels). Mapped task instances are separate operations:
+/// `map_index` is part of the identity.
+pub const PIPELINE_INTERVAL: [&str; 4] = ["pipeline", "map_index", "iv_start", "iv_end"];
+
+/// The sort that brings the rows of each pipeline interval together, to be read as groups: by
+/// operation and DAG, then the pipeline (a DAG's task, numbered in the order read: it orders
+/// only a DAG's tasks of one operation among themselves, and findings are sorted again by what
+/// they say), then the interval, then `then`.
+pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
+    let order = [
+        "operation",
+        "dag_id",
+        "pipeline",
+        "map_index",
+        "iv_start",
+        "iv_end",
+    ];
+    order.iter().chain(then).copied().collect()
+}
 
 /// What the listing covered: objects created outside it are unknown, not absent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -81,13 +101,24 @@ pub struct Prepared {
     pub journal: DataFrame,
     pub objects: DataFrame,
     pub key_ttl: Option<i64>,
+    /// What the provider returns for a key it still remembers (`[provider] replay`).
+    pub replay: crate::config::Replay,
     pub window: ProviderWindow,
     pub key_count: usize,
     pub id_count: usize,
     /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
     pub run_count: usize,
-    /// The operation intervals of the tries, numbered.
+    /// The pipeline intervals of the tries, numbered.
     pub intervals: crate::verdicts::Intervals,
+    /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
+    /// or reconciled row under the key. Keys past its end are the tries' alone.
+    pub committed_keys: Vec<bool>,
+    /// The pipeline interval of each object (`Intervals::of_rows`), worked out once for the
+    /// verdicts and the rules that need it, after the audit has scoped `objects`.
+    object_intervals: std::sync::OnceLock<Vec<Option<u32>>>,
+    /// Provider objects a `--dag` audit left out because no DAG claims them (`objects`' columns;
+    /// no rows otherwise): not the audit's to report, but still what exists for an interval.
+    pub unclaimed: DataFrame,
 }
 
 impl Prepared {
@@ -118,6 +149,27 @@ impl Prepared {
         Ok(rows)
     }
 
+    /// The pipeline interval of each row of `objects`, where a try has it. Two threads asking
+    /// at once may both work it out; the answers are the same.
+    pub fn object_intervals(&self) -> Result<&[Option<u32>]> {
+        if let Some(known) = self.object_intervals.get() {
+            return Ok(known);
+        }
+        let intervals = self.intervals.of_rows(&self.objects)?;
+        Ok(self.object_intervals.get_or_init(|| intervals))
+    }
+
+    /// Replaces the objects (a scoped audit's), forgetting what was worked out from them.
+    pub fn set_objects(&mut self, objects: DataFrame) {
+        self.objects = objects;
+        self.object_intervals = std::sync::OnceLock::new();
+    }
+
+    /// Whether the whole journal committed (or reconciled) the operation of a key.
+    pub fn key_committed(&self, key: u32) -> bool {
+        self.committed_keys.get(key as usize) == Some(&true)
+    }
+
     /// Live objects attributed to an operation interval.
     pub fn live_in_intervals(&self) -> LazyFrame {
         self.objects().filter(
@@ -143,7 +195,7 @@ impl Prepared {
         let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
             let numbering = threads.spawn(|| objects::SourceNumbers::of(&columns));
-            let tries = Self::prepare_tries(config, attempts)?;
+            let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
             // The tries' operation intervals are numbered on a thread of their own from here on.
             let intervals = {
                 let tries = tries.clone();
@@ -154,7 +206,8 @@ impl Prepared {
                     intervals
                 })
             };
-            let (tries, journal, run_count) = Self::prepare_journal(config, tries, journal)?;
+            let (tries, journal, run_count) =
+                Self::prepare_journal(config, tries, journal, &mut pipelines)?;
             let numbers = numbering
                 .join()
                 .expect("numbering the sources does not panic");
@@ -175,16 +228,17 @@ impl Prepared {
         })
     }
 
-    /// The prepared tries: those of operation tasks, with their operation, audit interval,
-    /// interval label and expected key.
-    fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<DataFrame> {
+    /// The prepared tries: those of operation tasks, with their operation, pipeline, audit
+    /// interval, interval label and expected key; and the pipelines numbered so far.
+    fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<(DataFrame, Pipelines)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
-        let operations = operation_column(config, &attempts, Unnamed::Null)?;
-        let attempts_operations_missing = operations.null_count() > 0;
+        let mut pipelines = Pipelines::default();
+        let operations = operation_columns(config, &attempts, Unnamed::Null, &mut pipelines)?;
+        let attempts_operations_missing = operations[0].null_count() > 0;
         attempts
-            .with_column(operations)
+            .hstack_mut(&operations)
             .engine("naming operations")?;
 
         // Tries of tasks that are not operations are left out; when there are none the frame
@@ -226,7 +280,7 @@ impl Prepared {
             .hstack_mut(&[label, expected])
             .engine("preparing tries")?;
         crate::timing::phase("prepare:tries", t);
-        Ok(tries)
+        Ok((tries, pipelines))
     }
 
     /// The prepared journal: each row with its operation, its run's interval and its own try;
@@ -235,6 +289,7 @@ impl Prepared {
         config: &Config,
         tries: DataFrame,
         journal: &DataFrame,
+        pipelines: &mut Pipelines,
     ) -> Result<(DataFrame, DataFrame, usize)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
@@ -248,7 +303,7 @@ impl Prepared {
         let (runs, index, journal) = std::thread::scope(|threads| {
             let runs = threads.spawn(|| Runs::of(&dags, &run_ids));
             let index = threads.spawn(|| TryIndex::new(&tries));
-            let journal = name_journal_operations(config, journal);
+            let journal = name_journal_operations(config, journal, pipelines);
             (
                 runs.join().expect("numbering runs does not panic"),
                 index.join().expect("indexing tries does not panic"),
@@ -290,7 +345,7 @@ impl Prepared {
         intervals: crate::verdicts::Intervals,
         t: std::time::Instant,
     ) -> Result<Prepared> {
-        let interned = attributed.interned;
+        let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
         let mut tries = tries;
         tries
             .with_column(numbers_column("key_id", interned.try_keys))
@@ -310,12 +365,118 @@ impl Prepared {
             journal,
             objects,
             key_ttl: config.provider.key_ttl,
+            replay: config.provider.replay,
             window,
             key_count: interned.key_count,
             id_count: interned.id_count,
             run_count,
             intervals,
+            committed_keys,
+            object_intervals: std::sync::OnceLock::new(),
+            unclaimed: DataFrame::empty(),
         })
+    }
+}
+
+/// A live provider object of an interval, as a finding names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IntervalObject {
+    pub created_at: Option<i64>,
+    pub external_id: String,
+    /// The key it is listed or journalled under; None: the provider echoes none and no journal
+    /// row names it (it was found by its interval fields).
+    pub key: Option<String>,
+}
+
+/// A pipeline interval (a number of `Prepared::intervals`) with its start and end.
+pub type WantedInterval = (u32, Option<i64>, Option<i64>);
+
+impl Prepared {
+    /// The live objects of each `wanted` interval: those attributed to it, and those the
+    /// provider lists under no key whose own `interval_start`/`interval_end` are the
+    /// interval's (which DAG's they are nothing says, so they may be any of its pipelines').
+    /// Objects a scoped audit left out because no DAG claims them (`unclaimed`) count too.
+    /// Each interval's objects are in creation order.
+    pub fn live_objects_of(
+        &self,
+        wanted: &[WantedInterval],
+    ) -> Result<BTreeMap<u32, Vec<IntervalObject>>> {
+        let mut found: BTreeMap<u32, Vec<IntervalObject>> = BTreeMap::new();
+        if wanted.is_empty() {
+            return Ok(found);
+        }
+        let mut is_wanted = vec![false; self.intervals.count()];
+        for (number, ..) in wanted {
+            is_wanted[*number as usize] = true;
+        }
+        let mut by_times: BTreeMap<(Option<i64>, Option<i64>), Vec<u32>> = BTreeMap::new();
+        for &(number, start, end) in wanted {
+            by_times.entry((start, end)).or_default().push(number);
+        }
+        for (frame, attributed) in [(&self.objects, true), (&self.unclaimed, false)] {
+            if frame.height() == 0 {
+                continue;
+            }
+            let text = |name: &str| -> Result<StringChunked> {
+                Ok(one_chunk(crate::cells::text_column(frame, name)?))
+            };
+            let int = |name: &str| -> Result<Int64Chunked> {
+                Ok(one_chunk(crate::cells::int_column(frame, name)?))
+            };
+            let (ids, keys, live) = (
+                text("external_id")?,
+                text("key")?,
+                one_chunk(crate::cells::flag_column(frame, "live")?),
+            );
+            let (created, starts, ends) = (
+                int("created_at")?,
+                int("provider_interval_start")?,
+                int("provider_interval_end")?,
+            );
+            let unattributed = vec![None; if attributed { 0 } else { frame.height() }];
+            let homes = if attributed {
+                self.object_intervals()?
+            } else {
+                &unattributed
+            };
+            for (row, &home) in homes.iter().enumerate() {
+                if live.get(row) != Some(true) {
+                    continue;
+                }
+                let mut of: Vec<u32> = home
+                    .filter(|&n| is_wanted[n as usize])
+                    .into_iter()
+                    .collect();
+                if keys.get(row).is_none()
+                    && let Some(start) = starts.get(row)
+                {
+                    // A provider that gives no end is taken at its start alone.
+                    let end = ends.get(row);
+                    for (&(from, to), numbers) in by_times.range((Some(start), None)..) {
+                        if from != Some(start) {
+                            break;
+                        }
+                        if end.is_none() || to == end {
+                            of.extend(numbers);
+                        }
+                    }
+                }
+                of.sort_unstable();
+                of.dedup();
+                for number in of {
+                    found.entry(number).or_default().push(IntervalObject {
+                        created_at: created.get(row),
+                        external_id: ids.get(row).unwrap_or_default().to_string(),
+                        key: keys.get(row).map(str::to_string),
+                    });
+                }
+            }
+        }
+        for objects in found.values_mut() {
+            objects.sort();
+            objects.dedup();
+        }
+        Ok(found)
     }
 }
 
@@ -345,11 +506,17 @@ fn numbers_column(name: &str, numbers: Vec<u32>) -> Column {
 }
 
 /// The journal with each row's `operation` (journal rows of tasks no `[[operation]]` names
-/// still describe operations: `dag_id.task_id`) and `map_index` -1 where it is NULL.
-fn name_journal_operations(config: &Config, journal: &DataFrame) -> Result<DataFrame> {
+/// still describe operations: `dag_id.task_id`), its `pipeline`, and `map_index` -1 where it
+/// is NULL.
+fn name_journal_operations(
+    config: &Config,
+    journal: &DataFrame,
+    pipelines: &mut Pipelines,
+) -> Result<DataFrame> {
     let mut journal = journal.clone();
+    let operations = operation_columns(config, &journal, Unnamed::DagTask, pipelines)?;
     journal
-        .with_column(operation_column(config, &journal, Unnamed::DagTask)?)
+        .hstack_mut(&operations)
         .engine("naming operations")?;
     journal
         .lazy()
@@ -618,40 +785,75 @@ enum Unnamed {
     DagTask,
 }
 
-/// The operation of each row's `(dag_id, task_id)`. The config's globs are matched once per
-/// distinct pair, not once per row, and a row of the same pair as the row before it is not
-/// looked up at all (a try's journal rows, and a run's tries, are often read together).
-fn operation_column(config: &Config, frame: &DataFrame, unnamed: Unnamed) -> Result<Column> {
+/// The pipelines (SPEC §4): each DAG's task, numbered densely from 0 in the order first seen,
+/// the same `(dag_id, task_id)` having the same number in the tries and the journal. There
+/// are few of them (a DAG's operation tasks), so they are kept as owned pairs.
+#[derive(Default)]
+pub struct Pipelines {
+    numbers: PlHashMap<(String, String), u32>,
+}
+
+impl Pipelines {
+    fn number(&mut self, dag: &str, task: &str) -> u32 {
+        let next = self.numbers.len() as u32;
+        *self
+            .numbers
+            .entry((dag.to_string(), task.to_string()))
+            .or_insert(next)
+    }
+}
+
+/// The operation of each row's `(dag_id, task_id)`, and its pipeline. The config's globs are
+/// matched once per distinct pair, not once per row, and a row of the same pair as the row
+/// before it is not looked up at all (a try's journal rows, and a run's tries, are often read
+/// together).
+fn operation_columns(
+    config: &Config,
+    frame: &DataFrame,
+    unnamed: Unnamed,
+    pipelines: &mut Pipelines,
+) -> Result<[Column; 2]> {
     let dags = crate::cells::text_column(frame, "dag_id")?;
     let tasks = crate::cells::text_column(frame, "task_id")?;
     let mut names: Vec<String> = Vec::new();
-    let mut seen: PlHashMap<(&str, &str), Option<IdxSize>> = PlHashMap::default();
-    let mut previous: Option<((&str, &str), Option<IdxSize>)> = None;
+    // (operation name's index, pipeline) of each distinct pair.
+    type Named = (Option<IdxSize>, u32);
+    let mut seen: PlHashMap<(&str, &str), Named> = PlHashMap::default();
+    let mut previous: Option<((&str, &str), Named)> = None;
     let mut rows = Vec::with_capacity(frame.height());
+    let mut pipeline = Vec::with_capacity(frame.height());
     for pair in dags.iter().zip(tasks.iter()) {
         let (Some(dag), Some(task)) = pair else {
             rows.push(None);
+            pipeline.push(None);
             continue;
         };
-        let name = match previous {
-            Some((pair, name)) if pair == (dag, task) => name,
+        let named = match previous {
+            Some((pair, named)) if pair == (dag, task) => named,
             _ => {
-                let name = *seen.entry((dag, task)).or_insert_with(|| {
+                let named = *seen.entry((dag, task)).or_insert_with(|| {
                     let name = match config.operation_for(dag, task) {
-                        Some(operation) => operation.name.clone(),
-                        None if unnamed == Unnamed::DagTask => format!("{dag}.{task}"),
-                        None => return None,
+                        Some(operation) => Some(operation.name.clone()),
+                        None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}")),
+                        None => None,
                     };
-                    names.push(name);
-                    Some((names.len() - 1) as IdxSize)
+                    let index = name.map(|name| {
+                        names.push(name);
+                        (names.len() - 1) as IdxSize
+                    });
+                    (index, pipelines.number(dag, task))
                 });
-                previous = Some(((dag, task), name));
-                name
+                previous = Some(((dag, task), named));
+                named
             }
         };
-        rows.push(name);
+        rows.push(named.0);
+        pipeline.push(named.0.map(|_| named.1));
     }
-    Ok(crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column())
+    Ok([
+        crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column(),
+        UInt32Chunked::from_iter_options("pipeline".into(), pipeline.into_iter()).into_column(),
+    ])
 }
 
 /// Extracts the conf values key templates read into `conf.NAME` columns.
@@ -689,6 +891,17 @@ fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame>
             .engine("extracting conf values")?;
     }
     Ok(attempts)
+}
+
+/// The start of each attempt's audit interval (`iv_start` of `audit_interval`) as an expression
+/// over the canonical attempts, for filtering runs before they are prepared: the data interval
+/// where it has length, else the logical date, else `run_after`.
+pub fn interval_start() -> Expr {
+    when(col("interval_end").gt(col("interval_start")))
+        .then(col("interval_start"))
+        .when(col("logical_date").is_not_null())
+        .then(col("logical_date"))
+        .otherwise(col("run_after"))
 }
 
 /// `iv_start`, `iv_end` and `basis` (SPEC §2) for each try, in one pass over the four times.
@@ -849,4 +1062,40 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
         keys.append_value(&key);
     }
     Ok(keys.finish().into_column())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--interval-from/--interval-to` filter runs with `interval_start()` before they are
+    /// prepared; it must pick the interval `audit_interval` gives each try.
+    #[test]
+    fn the_interval_filter_and_the_audit_interval_agree() {
+        let time = |name: &str, values: [Option<i64>; 4]| {
+            Column::new(name.into(), values)
+                .cast(&crate::model::utc())
+                .unwrap()
+        };
+        // Data interval with length; zero-length (Airflow 3 @daily); no data interval; nothing
+        // but run_after (a manual Airflow 3 trigger).
+        let tries = DataFrame::new_infer_height(vec![
+            time("interval_start", [Some(10), Some(20), None, None]),
+            time("interval_end", [Some(15), Some(20), None, None]),
+            time("logical_date", [Some(11), Some(21), Some(31), None]),
+            time("run_after", [Some(12), Some(22), Some(32), Some(42)]),
+        ])
+        .unwrap();
+        let [iv_start, ..] = audit_interval(&tries).unwrap();
+        let filtered = tries
+            .clone()
+            .lazy()
+            .select([interval_start().alias("iv_start")])
+            .collect()
+            .unwrap();
+        let ints = |frame: &DataFrame| crate::cells::ints(frame, "iv_start").unwrap();
+        let prepared = DataFrame::new_infer_height(vec![iv_start]).unwrap();
+        assert_eq!(ints(&filtered), ints(&prepared));
+        assert_eq!(ints(&prepared), [Some(10), Some(21), Some(31), Some(42)]);
+    }
 }

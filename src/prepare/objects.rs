@@ -150,6 +150,9 @@ pub struct Interned {
 pub struct Attributed {
     pub objects: DataFrame,
     pub interned: Interned,
+    /// Per key number: whether the whole journal has a committed or reconciled row under it
+    /// (keys only the tries have are past its end).
+    pub committed_keys: Vec<bool>,
 }
 
 fn is_done(phase: Option<&str>) -> bool {
@@ -233,7 +236,7 @@ impl<'a> SourceNumbers<'a> {
 ///   name its id;
 /// * operation and interval: those of the journal rows with that key, else of the tries whose
 ///   expected key it is; a key used in several intervals takes the earliest (K003 reports it),
-///   ties broken by operation, map index, interval end and DAG, then by the order read;
+///   ties broken by operation, map index, interval end, DAG and task, then by the order read;
 /// * `named`: a journal row names its id; `committed`: a committed or reconciled row does;
 ///   `key_journaled`: its key appears in the journal;
 /// * `by_run_id`, `by_try_number`, `by_map_index`: the try that created it (`creators`).
@@ -309,7 +312,7 @@ pub fn attribute(
         crate::timing::phase("prepare:objects:journal", t);
         (homed.join().expect("finding homes does not panic"), said)
     });
-    let (homed, said) = (homed?, said?);
+    let (homed, mut said) = (homed?, said?);
     let Homed {
         key_count,
         try_key,
@@ -422,6 +425,7 @@ pub fn attribute(
         // Every id of the audited journal is one of the whole journal's.
         id_map.find(&text(journal, "external_id")?)
     };
+    let committed_keys = std::mem::take(&mut said.key_committed);
     // What only the attribution needed goes before the columns are built, so they can reuse
     // its memory.
     drop((said, home));
@@ -466,6 +470,7 @@ pub fn attribute(
             key_count,
             id_count,
         },
+        committed_keys,
     })
 }
 
@@ -484,8 +489,9 @@ struct JournalSays<'a> {
     named_key: Vec<Option<(&'a str, u32)>>,
     named: Vec<bool>,
     committed: Vec<bool>,
-    /// Per key: whether the journal has it.
+    /// Per key: whether the journal has it, and whether a committed or reconciled row has it.
     journaled: Vec<bool>,
+    key_committed: Vec<bool>,
     /// Per object id: the first committed row by (recorded_at, try_number), NULLs first.
     first_commit: Vec<u32>,
     /// Per key, its intents' rows.
@@ -522,6 +528,7 @@ impl<'a> JournalSays<'a> {
         let mut named = vec![false; id_count];
         let mut committed = vec![false; id_count];
         let mut journaled = vec![false; key_count];
+        let mut key_committed = vec![false; key_count];
         let mut first_commit: Vec<u32> = vec![NONE; id_count];
         for (row, ((key_text, phase), (&key, &id))) in keys
             .iter()
@@ -531,6 +538,7 @@ impl<'a> JournalSays<'a> {
         {
             if key != NONE {
                 journaled[key as usize] = true;
+                key_committed[key as usize] |= is_done(phase);
             }
             if id == NONE {
                 continue;
@@ -562,6 +570,7 @@ impl<'a> JournalSays<'a> {
             named,
             committed,
             journaled,
+            key_committed,
             first_commit,
             intents,
             recorded,
@@ -663,14 +672,18 @@ struct HomeColumns<'f> {
     frame: &'f DataFrame,
     operation: StringChunked,
     dag: StringChunked,
+    task: StringChunked,
     map: Int64Chunked,
     start: Int64Chunked,
     end: Int64Chunked,
 }
 
-const HOME: [&str; 6] = [
+/// The columns an object takes from its home. (`task_id` orders homes but is not taken: the
+/// pipeline stands for it.)
+const HOME: [&str; 7] = [
     "operation",
     "dag_id",
+    "pipeline",
     "map_index",
     "iv_start",
     "iv_end",
@@ -684,6 +697,7 @@ type HomeOrder<'a> = (
     (bool, Option<i64>),
     (bool, Option<i64>),
     (bool, Option<&'a str>),
+    (bool, Option<&'a str>),
 );
 
 impl<'f> HomeColumns<'f> {
@@ -695,6 +709,7 @@ impl<'f> HomeColumns<'f> {
             frame,
             operation: crate::cells::text_column(frame, "operation")?,
             dag: crate::cells::text_column(frame, "dag_id")?,
+            task: crate::cells::text_column(frame, "task_id")?,
             map: int("map_index")?,
             start: int("iv_start")?,
             end: int("iv_end")?,
@@ -708,6 +723,7 @@ impl<'f> HomeColumns<'f> {
             last(self.map.get(row)),
             last(self.end.get(row)),
             last(self.dag.get(row)),
+            last(self.task.get(row)),
         )
     }
 }
@@ -740,7 +756,7 @@ impl<'f> Homes<'f> {
     }
 
     /// For each key, the number of its home: the earliest interval; ties by operation, map
-    /// index, interval end, DAG (NULLs last), then by the order of the rows.
+    /// index, interval end, DAG, task (NULLs last), then by the order of the rows.
     ///
     /// A journal row whose key is its own try's expected key says nothing the try's row does
     /// not, and is passed over.

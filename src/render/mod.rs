@@ -119,8 +119,16 @@ fn coverage_lines(report: &Report) -> Vec<String> {
             until.as_deref().unwrap_or("now")
         ),
     };
+    let intervals = match (&coverage.interval_from, &coverage.interval_to) {
+        (None, None) => String::new(),
+        (from, to) => format!(
+            ", data intervals starting from {} to before {}",
+            from.as_deref().unwrap_or("the beginning"),
+            to.as_deref().unwrap_or("now")
+        ),
+    };
     lines.push(format!(
-        "window: {window}{}",
+        "window: {window}{intervals}{}",
         coverage
             .dag
             .as_ref()
@@ -142,6 +150,18 @@ fn coverage_lines(report: &Report) -> Vec<String> {
         ),
     };
     lines.push(format!("provider coverage: {provider}"));
+    if let Some(left_out) = &coverage.objects_left_out {
+        let other_intervals = match left_out.other_intervals {
+            0 => String::new(),
+            n => format!(", {n} of intervals outside the range"),
+        };
+        lines.push(format!(
+            "left out: {} provider objects ({} claimed by other DAGs or runs outside the audit, {} by no DAG: an audit without --dag reports those{other_intervals})",
+            left_out.total(),
+            left_out.claimed_elsewhere,
+            left_out.unclaimed
+        ));
+    }
     let basis: Vec<String> = coverage
         .interval_basis
         .iter()

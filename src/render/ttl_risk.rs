@@ -66,5 +66,26 @@ pub fn text(risk: &TtlRisk) -> String {
         risk.intervals.len(),
         counts.join(", ")
     ));
+    let without = &risk.without_run;
+    match without.count {
+        Some(0) => out.push_str(&format!(
+            "every interval of the range has a run (schedule: {})\n",
+            terminal_safe(&without.schedule)
+        )),
+        Some(count) => {
+            const SHOWN: usize = 5;
+            let more = count.saturating_sub(SHOWN);
+            out.push_str(&format!(
+                "{count} intervals of the range have no run at all, not classed above (a backfill runs them for the first time): {}{} (schedule: {})\n",
+                without.starts.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() },
+                terminal_safe(&without.schedule)
+            ));
+        }
+        None => out.push_str(&format!(
+            "intervals of the range without a run: {}\n",
+            terminal_safe(&without.schedule)
+        )),
+    }
     out
 }

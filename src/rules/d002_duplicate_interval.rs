@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
-use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::ObjectRows;
@@ -31,7 +31,7 @@ declare_rule! {
 impl_rule!(DuplicateInterval, check);
 
 fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
     let duplicated = prepared
         .live_in_intervals()
         .filter(
@@ -42,19 +42,13 @@ fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .gt(lit(1u32)),
         )
         .sort(
-            [
-                "operation",
-                "iv_start",
-                "iv_end",
-                "created_at",
-                "external_id",
-            ],
+            in_pipeline_interval_order(&["created_at", "external_id"]),
             Default::default(),
         )
         .collect()
         .engine("D002")?;
     let rows = ObjectRows::read(&duplicated)?;
-    groups(&duplicated, &OPERATION_INTERVAL)?
+    groups(&duplicated, &PIPELINE_INTERVAL)?
         .into_iter()
         .map(|(first, members)| {
             let mut keys: Vec<&str> = members

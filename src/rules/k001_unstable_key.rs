@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
-use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::JournalRows;
@@ -29,7 +29,7 @@ declare_rule! {
 impl_rule!(UnstableKey, check);
 
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
     let unstable = prepared
         .journal()
         .filter(
@@ -45,19 +45,13 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .gt(lit(1u32)),
         )
         .sort(
-            [
-                "operation",
-                "iv_start",
-                "iv_end",
-                "recorded_at",
-                "try_number",
-            ],
+            in_pipeline_interval_order(&["recorded_at", "try_number"]),
             Default::default(),
         )
         .collect()
         .engine("K001")?;
     let journal = JournalRows::read(&unstable)?;
-    groups(&unstable, &OPERATION_INTERVAL)?
+    groups(&unstable, &PIPELINE_INTERVAL)?
         .into_iter()
         .map(|(first, members)| {
             let evidence = journal.evidence(&members);

@@ -1,6 +1,9 @@
 use polars::prelude::*;
 
+use std::collections::BTreeSet;
+
 use crate::cells::{groups, texts};
+use crate::config::Replay;
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule};
@@ -12,7 +15,9 @@ declare_rule! {
     /// ## Why it matters
     /// One key must mean one business operation with one body. A provider given an old key and a
     /// new body either rejects the request or silently returns the first result, so the changed
-    /// export (corrected figures, a new column) never reaches the consumer.
+    /// export (corrected figures, a new column) never reaches the consumer. With
+    /// `[provider] replay = "reject"` (the provider answers a changed body with 422) the finding
+    /// says which payloads never reached the provider and which one the export keeps.
     ///
     /// ## Example
     /// Try 1 sent `orders:2026-11-01` with payload `sha256:aa…`; after a fix to the query the
@@ -123,12 +128,34 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .filter_map(|s| s.split(':').next())
                 .map(str::to_string)
                 .collect();
+            // A provider that refuses a changed body (replay = reject) never applied one: what
+            // it holds under the key is all there is.
+            let outcome = match prepared.replay {
+                Replay::Reject => {
+                    let exported: BTreeSet<&str> = members
+                        .iter()
+                        .filter(|row| seen_by[**row].as_deref().is_some_and(|by| by.starts_with("provider ")))
+                        .filter_map(|row| hash[*row].as_deref())
+                        .collect();
+                    let refused: BTreeSet<&str> = hashes
+                        .iter()
+                        .copied()
+                        .filter(|hash| !exported.contains(hash))
+                        .collect();
+                    format!(
+                        "; the provider refuses a changed body under a known key (replay = reject): {} never reached it, and the export keeps {}",
+                        join_or(&refused, "no other payload"),
+                        join_or(&exported, "no payload the listing shows")
+                    )
+                }
+                Replay::Frozen | Replay::Latest | Replay::Current => String::new(),
+            };
             Ok(KeyPayloadMismatch::finding(FindingDraft {
                 dag_id: members.iter().find_map(|row| dag[*row].clone()),
                 operation: members.iter().find_map(|row| operation[*row].clone()),
                 interval: members.iter().find_map(|row| interval[*row].clone()),
                 message: format!(
-                    "key {} carried {} different payloads ({})",
+                    "key {} carried {} different payloads ({}){outcome}",
                     key[first].as_deref().unwrap_or(""),
                     hashes.len(),
                     seen.join("; ")
@@ -143,4 +170,13 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `a, b`, or `none` for an empty set.
+fn join_or(texts: &BTreeSet<&str>, none: &str) -> String {
+    if texts.is_empty() {
+        none.to_string()
+    } else {
+        texts.iter().copied().collect::<Vec<_>>().join(", ")
+    }
 }

@@ -1,6 +1,6 @@
-use crate::cells::groups;
+use crate::cells::{groups, ints};
 use crate::error::Result;
-use crate::prepare::Prepared;
+use crate::prepare::{IntervalObject, Prepared, WantedInterval};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::{JournalRows, gather_sorted};
@@ -11,16 +11,24 @@ declare_rule! {
     /// An intent without any committed row for its key and without any provider object under
     /// the key, inside the window the provider listing covered.
     ///
+    /// Nothing under the key is not yet nothing for the interval: a live object attributed to
+    /// the interval under another key, or one the provider lists under no key but with the
+    /// interval's own `interval_start`/`interval_end`, may be this operation's export. Then the
+    /// finding names it, and the repair is to find out, not to retry.
+    ///
     /// ## Why it matters
     /// Nothing was created, so the operation never happened: the interval's export is missing.
-    /// This is the good kind of failure: retrying with the same key is safe.
+    /// This is the good kind of failure: retrying with the same key is safe, when no live object
+    /// of the interval exists by key or by interval.
     ///
     /// ## Example
     /// Try 1 writes intent `orders:2026-11-01`, the provider answers 500 three times, the task
     /// exhausts its retries; the provider lists nothing under the key.
     ///
     /// ## Repair
-    /// Clear the task so it runs again with the same key (`retry-same-key`, automatic).
+    /// Clear the task so it runs again with the same key (`retry-same-key`, automatic). When the
+    /// interval has a live object, look at it first (`investigate`, manual): adopt it if it is
+    /// this operation's export, or retry once it is known not to be.
     pub struct OrphanIntent => "L002", "orphan-intent", Info;
 }
 impl_rule!(OrphanIntent, check);
@@ -69,23 +77,69 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         "L002",
     )?;
     let journal = JournalRows::read(&rows)?;
+    // What else exists for the orphans' intervals, looked up for those intervals only.
+    let intervals = prepared.intervals.of_rows(&rows)?;
+    let (starts, ends) = (ints(&rows, "iv_start")?, ints(&rows, "iv_end")?);
+    let mut wanted: Vec<WantedInterval> = (0..rows.height())
+        .filter_map(|row| Some((intervals[row]?, starts[row], ends[row])))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let existing = prepared.live_objects_of(&wanted)?;
     groups(&rows, &["op_key"])?
         .into_iter()
         .map(|(first, members)| {
-            let evidence = journal.evidence(&members);
+            let mut evidence = journal.evidence(&members);
             let failed = members.iter().filter(|r| journal.phase[**r].as_deref() == Some("failed")).count();
+            let mut others: Vec<&IntervalObject> = members
+                .iter()
+                .filter_map(|row| intervals[*row])
+                .flat_map(|interval| existing.get(&interval).into_iter().flatten())
+                .collect();
+            others.sort();
+            others.dedup();
+            let failed = if failed > 0 { format!(" ({failed} failed rows)") } else { String::new() };
+            let verdict = if others.is_empty() {
+                "safe to retry with the same key".to_string()
+            } else {
+                evidence.external_ids = others.iter().map(|object| object.external_id.clone()).collect();
+                format!(
+                    "but the provider lists {} for the interval: {}; do not retry before finding out whether it is this operation's export",
+                    if others.len() == 1 { "a live object" } else { "live objects" },
+                    listing(&others)
+                )
+            };
             Ok(OrphanIntent::finding(FindingDraft {
                 dag_id: journal.dag_id[first].clone(),
                 operation: journal.operation[first].clone(),
                 interval: journal.interval[first].clone(),
                 message: format!(
-                    "intent by {} with no committed row and no provider object under the key{}: safe to retry with the same key",
+                    "intent by {} with no committed row and no provider object under the key{failed}: {verdict}",
                     evidence.tries.join(", "),
-                    if failed > 0 { format!(" ({failed} failed rows)") } else { String::new() }
                 ),
                 op_key: journal.op_key[first].clone(),
-                evidence,
+                evidence: evidence.normalized(),
             }))
         })
         .collect()
+}
+
+/// `exp_9 (created …, under key orders:2026-11-01:try2)`, `exp_7 (created …, under no key, by
+/// its interval fields)`.
+fn listing(objects: &[&IntervalObject]) -> String {
+    let objects: Vec<String> = objects
+        .iter()
+        .map(|object| {
+            let under = match &object.key {
+                Some(key) => format!("under key {key}"),
+                None => "under no key, by its interval fields".to_string(),
+            };
+            format!(
+                "{} (created {}, {under})",
+                object.external_id,
+                crate::timestamp::format_opt(object.created_at)
+            )
+        })
+        .collect();
+    objects.join(", ")
 }

@@ -1,7 +1,7 @@
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
-use crate::prepare::{Prepared, TRY};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::TryRows;
@@ -9,7 +9,11 @@ use crate::cells::texts;
 
 declare_rule! {
     /// ## What it detects
-    /// A successful try of an operation task that left no journal row at all.
+    /// A successful try of an operation task that left no journal row at all, in an interval
+    /// that no try committed. A retry that reads the journal, finds the key committed and
+    /// skips the provider (check-then-create) also succeeds without a row: that is the
+    /// protection working, so an interval with a committed or reconciled row from any try (or
+    /// a try whose expected key the journal committed, in any run) is not reported.
     ///
     /// ## Why it matters
     /// Either the task did not perform its operation (a code path skipped it) or it performed it
@@ -17,7 +21,8 @@ declare_rule! {
     /// whether the interval's export happened once.
     ///
     /// ## Example
-    /// `orders_export` succeeded for 2026-11-01 on try 1; the journal has no row for that try.
+    /// `orders_export` succeeded for 2026-11-01 on try 1; the journal has no row for that try,
+    /// and none of any other try of 2026-11-01.
     /// With a key template the finding also says whether the provider has an object under the
     /// expected key `orders:2026-11-01`.
     ///
@@ -40,6 +45,16 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .journal()
         .filter(col("try_row").is_not_null())
         .select([col("try_row")]);
+    // The pipeline intervals a try of committed (check-then-create retries skip them).
+    let interval: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
+    let committed = prepared
+        .journal()
+        .filter(col("phase").is_in(
+            lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false),
+            false,
+        ))
+        .select(interval.clone())
+        .unique(None, UniqueKeepStrategy::Any);
     let silent = prepared
         .tries()
         .with_row_index("try_row", None)
@@ -51,6 +66,12 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
             JoinArgs::new(JoinType::Anti),
         )
         .join(
+            committed,
+            interval.clone(),
+            interval,
+            JoinArgs::new(JoinType::Anti),
+        )
+        .join(
             at_provider,
             [col("key_id")],
             [col("key_id")],
@@ -59,6 +80,13 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .sort(TRY.to_vec(), Default::default())
         .collect()
         .engine("M002")?;
+    // A try whose expected key the journal committed in a run outside the audit (a manual
+    // re-trigger of the interval) found it committed too.
+    let keys = crate::cells::number_column(&silent, "key_id")?;
+    let unprotected = keys
+        .iter()
+        .map(|key| !key.is_some_and(|key| prepared.key_committed(key)));
+    let silent = super::rows::gather_sorted(&silent, unprotected, &[], "M002")?;
     let tries = TryRows::read(&silent)?;
     let objects = texts(&silent, "provider_object")?;
     (0..silent.height())

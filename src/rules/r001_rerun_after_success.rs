@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::{groups, ints, texts};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
@@ -31,7 +31,7 @@ declare_rule! {
 impl_rule!(RerunAfterSuccess, check);
 
 fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
     let first_success = prepared
         .tries()
         .filter(
@@ -101,13 +101,7 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .lazy()
         .join(reruns, group.clone(), group, JoinArgs::new(JoinType::Left))
         .sort(
-            [
-                "operation",
-                "iv_start",
-                "iv_end",
-                "created_at",
-                "external_id",
-            ],
+            in_pipeline_interval_order(&["created_at", "external_id"]),
             Default::default(),
         )
         .collect()
@@ -116,7 +110,7 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     let succeeded = ints(&flagged, "succeeded_at")?;
     let runs = texts(&flagged, "rerun_runs")?;
     let clears = ints(&flagged, "clears")?;
-    groups(&flagged, &OPERATION_INTERVAL)?
+    groups(&flagged, &PIPELINE_INTERVAL)?
         .into_iter()
         .map(|(first, members)| {
             let (before, after): (Vec<usize>, Vec<usize>) = members

@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
-use crate::prepare::{OPERATION_INTERVAL, Prepared};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
@@ -32,7 +32,7 @@ declare_rule! {
 impl_rule!(TtlReplay, check);
 
 fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = OPERATION_INTERVAL.iter().map(|name| col(*name)).collect();
+    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
     let spread = (col("created_at").max() - col("created_at").min()).cast(DataType::Int64);
     let replayed = prepared
         .live_in_intervals()
@@ -46,20 +46,14 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(col("key_ttl").is_not_null())
         .filter(spread.over(group).engine("window")?.gt(col("key_ttl")))
         .sort(
-            [
-                "operation",
-                "iv_start",
-                "iv_end",
-                "created_at",
-                "external_id",
-            ],
+            in_pipeline_interval_order(&["created_at", "external_id"]),
             Default::default(),
         )
         .collect()
         .engine("T001")?;
     let rows = ObjectRows::read(&replayed)?;
     let ttls = crate::cells::ints(&replayed, "key_ttl")?;
-    groups(&replayed, &OPERATION_INTERVAL)?
+    groups(&replayed, &PIPELINE_INTERVAL)?
         .into_iter()
         .map(|(first, members)| {
             let last = *members.last().expect("groups are not empty");

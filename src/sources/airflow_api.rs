@@ -203,12 +203,14 @@ pub async fn read(api: &AirflowApi, filter: &Filter) -> Result<AirflowRead> {
         .user_agent(concat!("onceonly/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|err| api.error(format!("cannot build an HTTP client: {}", describe(&err))))?;
+    let progress = crate::progress::Line::open("attempts", &api.shown);
     // One clock and one count of retries for every request of the read.
-    let retrier = Retrier::new(api.retry);
+    let retrier = Retrier::new(api.retry).reporting_to(progress.clone());
     let (version, airflow_version, warnings) = detect_version(api, &http, &retrier).await?;
     let auth = authenticate(api, &http, &retrier, version).await?;
     let client = Client {
         retrier,
+        progress: progress.clone(),
         api,
         http,
         auth,
@@ -271,8 +273,10 @@ pub async fn read(api: &AirflowApi, filter: &Filter) -> Result<AirflowRead> {
             b.try_number,
         ))
     });
+    let attempts = frame(&rows)?;
+    progress.done();
     Ok(AirflowRead {
-        attempts: frame(&rows)?,
+        attempts,
         version: airflow_version,
         warnings,
     })
@@ -455,6 +459,7 @@ enum Auth {
 struct Client<'a> {
     api: &'a AirflowApi,
     retrier: Retrier,
+    progress: crate::progress::Line,
     http: reqwest::Client,
     auth: Auth,
     prefix: &'static str,
@@ -655,6 +660,7 @@ impl Client<'_> {
                 Some(_) => {}
             }
             let count = items.len() as u64;
+            self.progress.page(items.len());
             for item in items {
                 entries.push((page.clone(), item.clone()));
             }

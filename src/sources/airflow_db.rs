@@ -81,29 +81,176 @@ pub async fn read_in(
     transaction: &mut ReadTransaction<'_>,
     filter: &Filter,
 ) -> Result<AirflowRead> {
-    let database = transaction.database;
-    let columns = columns(transaction).await?;
-    let version = schema_version(transaction, &columns).await?;
-    let (major, warnings) = major_version(&version, &columns, database)?;
-    let sql = match (database.dialect, major) {
-        (Dialect::Sqlite, 2) => include_str!("../../queries/airflow/2/sqlite/attempts.sql"),
-        (Dialect::Sqlite, _) => include_str!("../../queries/airflow/3/sqlite/attempts.sql"),
-        (Dialect::Postgres, 2) => include_str!("../../queries/airflow/2/postgres/attempts.sql"),
-        (Dialect::Postgres, _) => include_str!("../../queries/airflow/3/postgres/attempts.sql"),
-        (Dialect::Mysql, _) => return Err(mysql_refused(database)),
-    };
+    AttemptsQuery::prepare(transaction, filter)
+        .await?
+        .read(transaction)
+        .await
+}
+
+/// The earliest try start and the latest try end (or start, for a try still running) of the
+/// tries the attempts query reads: what the provider window is made from (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TryBounds {
+    pub first_start: Option<i64>,
+    pub last_end: Option<i64>,
+}
+
+impl TryBounds {
+    /// The bounds of tries as read (an `attempts` table).
+    pub fn of(attempts: &DataFrame) -> Result<TryBounds> {
+        let starts = crate::cells::int_column(attempts, "start_date")?;
+        let ends = crate::cells::int_column(attempts, "end_date")?;
+        Ok(TryBounds {
+            first_start: starts.min(),
+            last_end: ends.max().max(starts.max()),
+        })
+    }
+}
+
+/// The attempts query for one database, its schema checked: [`bounds`](Self::bounds) asks the
+/// database for the tries' time bounds before [`read`](Self::read) reads them, so that a
+/// provider listing can start while the tries are read. Both run in the same transaction, so
+/// they see the same tries.
+pub struct AttemptsQuery<'f> {
+    sql: String,
+    version: String,
+    warnings: Vec<String>,
+    filter: &'f Filter,
+}
+
+impl<'f> AttemptsQuery<'f> {
+    /// Reads the schema revision and checks the columns the query needs.
+    pub async fn prepare(
+        transaction: &mut ReadTransaction<'_>,
+        filter: &'f Filter,
+    ) -> Result<AttemptsQuery<'f>> {
+        let database = transaction.database;
+        let columns = columns(transaction).await?;
+        let version = schema_version(transaction, &columns).await?;
+        let (major, warnings) = major_version(&version, &columns, database)?;
+        let sql = match (database.dialect, major) {
+            (Dialect::Sqlite, 2) => include_str!("../../queries/airflow/2/sqlite/attempts.sql"),
+            (Dialect::Sqlite, _) => include_str!("../../queries/airflow/3/sqlite/attempts.sql"),
+            (Dialect::Postgres, 2) => {
+                include_str!("../../queries/airflow/2/postgres/attempts.sql")
+            }
+            (Dialect::Postgres, _) => {
+                include_str!("../../queries/airflow/3/postgres/attempts.sql")
+            }
+            (Dialect::Mysql, _) => return Err(mysql_refused(database)),
+        };
+        let sql = as_filtered(sql, filter);
+        Ok(AttemptsQuery {
+            sql,
+            version,
+            warnings,
+            filter,
+        })
+    }
+
+    /// The bounds of the tries [`read`](Self::read) returns, as the database finds them in a
+    /// quick scan of the try tables (`try_bounds.sql`). They are compared with the tries once
+    /// read (`sources::load`): where the two differ, the tries' own bounds are used.
+    pub async fn bounds(&self, transaction: &mut ReadTransaction<'_>) -> Result<TryBounds> {
+        let database = transaction.database;
+        let sql = match database.dialect {
+            Dialect::Sqlite => include_str!("../../queries/airflow/sqlite/try_bounds.sql"),
+            Dialect::Postgres => include_str!("../../queries/airflow/postgres/try_bounds.sql"),
+            Dialect::Mysql => return Err(mysql_refused(database)),
+        };
+        let sql = as_filtered(sql, self.filter);
+        let (since, until, dag_like) = self.params(database);
+        let params = [
+            Param::Text(&since),
+            Param::Text(&until),
+            Param::Text(&dag_like),
+        ];
+        let names = ["first_start", "last_start", "last_end"];
+        let mut times = [None; 3];
+        transaction
+            .for_each_row("the tries' bounds", &sql, &params, &names, |number, row| {
+                for (column, time) in times.iter_mut().enumerate() {
+                    *time = row.time(column).map_err(|message| {
+                        Error::input(
+                            Location::source(&database.shown)
+                                .row(number)
+                                .column(names[column]),
+                            message,
+                        )
+                    })?;
+                }
+                Ok(())
+            })
+            .await?;
+        let [first_start, last_start, last_end] = times;
+        Ok(TryBounds {
+            first_start,
+            last_end: last_end.max(last_start),
+        })
+    }
+
+    /// Reads the tries.
+    pub async fn read(self, transaction: &mut ReadTransaction<'_>) -> Result<AirflowRead> {
+        let attempts = self.stream(transaction).await?;
+        Ok(AirflowRead {
+            attempts,
+            version: self.version,
+            warnings: self.warnings,
+        })
+    }
+
+    /// The bind values: the activity window and the dag_id pattern.
+    fn params(&self, database: &Database) -> (String, String, String) {
+        let (since, until) = database
+            .dialect
+            .window_bounds(self.filter.since, self.filter.until);
+        let dag_like = self
+            .filter
+            .dag
+            .as_deref()
+            .map(like_pattern)
+            .unwrap_or_else(|| "%".to_string());
+        (since, until, dag_like)
+    }
+
+    async fn stream(&self, transaction: &mut ReadTransaction<'_>) -> Result<DataFrame> {
+        let database = transaction.database;
+        let (since, until, dag_like) = self.params(database);
+        let mut builders: Vec<Values> =
+            ATTEMPTS.iter().map(|spec| Values::new(spec.kind)).collect();
+        let names: Vec<&str> = ATTEMPTS
+            .iter()
+            .map(|spec| spec.name)
+            .chain(["conf_pickle"])
+            .collect();
+        let params = [
+            Param::Text(&since),
+            Param::Text(&until),
+            Param::Text(&dag_like),
+        ];
+        let progress = crate::progress::Line::open("attempts", &database.shown);
+        let mut read = 0;
+        transaction
+            .for_each_row("the tries", &self.sql, &params, &names, |number, row| {
+                read = number;
+                progress.row(number);
+                push_row(row, number, &mut builders, database)
+            })
+            .await?;
+        progress.rows(read as u64);
+        progress.done();
+        assemble(builders)
+    }
+}
+
+/// A query of `queries/airflow` as run for `filter`: without a dag, since or until, the lines
+/// ending `-- onceonly: only when filtered` are left out.
+fn as_filtered(sql: &str, filter: &Filter) -> String {
     let unfiltered = filter.dag.is_none() && filter.since.is_none() && filter.until.is_none();
-    let sql: String = sql
-        .lines()
+    sql.lines()
         .filter(|line| !(unfiltered && line.ends_with("-- onceonly: only when filtered")))
         .collect::<Vec<_>>()
-        .join("\n");
-    let attempts = stream_attempts(transaction, &sql, filter).await?;
-    Ok(AirflowRead {
-        attempts,
-        version,
-        warnings,
-    })
+        .join("\n")
 }
 
 fn mysql_refused(database: &Database) -> Error {
@@ -241,37 +388,6 @@ fn major_version(
     Ok((major, warnings))
 }
 
-async fn stream_attempts(
-    transaction: &mut ReadTransaction<'_>,
-    sql: &str,
-    filter: &Filter,
-) -> Result<DataFrame> {
-    let database = transaction.database;
-    let (since, until) = database.dialect.window_bounds(filter.since, filter.until);
-    let dag_like = filter
-        .dag
-        .as_deref()
-        .map(like_pattern)
-        .unwrap_or_else(|| "%".to_string());
-    let mut builders: Vec<Values> = ATTEMPTS.iter().map(|spec| Values::new(spec.kind)).collect();
-    let names: Vec<&str> = ATTEMPTS
-        .iter()
-        .map(|spec| spec.name)
-        .chain(["conf_pickle"])
-        .collect();
-    let params = [
-        Param::Text(&since),
-        Param::Text(&until),
-        Param::Text(&dag_like),
-    ];
-    transaction
-        .for_each_row("the tries", sql, &params, &names, |number, row| {
-            push_row(row, number, &mut builders, database)
-        })
-        .await?;
-    assemble(builders)
-}
-
 fn assemble(builders: Vec<Values>) -> Result<DataFrame> {
     let columns = ATTEMPTS
         .iter()
@@ -318,13 +434,7 @@ fn push_row(
                 values.push(value);
             }
             Values::Time(values) => {
-                let text = row.text(column).map_err(failed)?;
-                let value = match text.as_deref() {
-                    None | Some("") => None,
-                    Some(text) => Some(timestamp::parse(text).ok_or_else(|| {
-                        Error::input(at(spec.name), format!("{text:?} is not a timestamp"))
-                    })?),
-                };
+                let value = row.time(column).map_err(failed)?;
                 required(value.is_some())?;
                 values.push(value);
             }

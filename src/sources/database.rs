@@ -9,10 +9,15 @@ use std::time::Duration;
 
 use futures_util::TryStreamExt;
 use sqlx::any::{AnyConnectOptions, AnyRow};
-use sqlx::{AnyConnection, AssertSqlSafe, Column, ConnectOptions, Connection, Row};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgRow, PgValueFormat};
+use sqlx::{
+    AnyConnection, AssertSqlSafe, Column, ConnectOptions, Connection, Decode, Row, TypeInfo,
+    ValueRef,
+};
 
 use crate::error::{Error, Location, Result};
 use crate::sources::sqlite_rows::{SqliteCells, SqliteRead};
+use crate::timestamp;
 
 /// How long a read waits for a database that another process holds locked, unless the config
 /// says otherwise (`busy_timeout`): long enough to outlast Airflow's own short write
@@ -198,17 +203,48 @@ impl Database {
     /// waits at most `busy_timeout` for a lock.
     pub async fn connect(&self) -> Result<AnyConnection> {
         sqlx::any::install_default_drivers();
-        let options: AnyConnectOptions = self.url.parse().map_err(|err: sqlx::Error| {
-            Error::input(Location::source(&self.shown), self.scrub(&err.to_string()))
-        })?;
-        let mut connection = options.connect().await.map_err(|err| {
-            Error::input(
-                Location::source(&self.shown),
-                format!("cannot connect: {}", self.scrub(&err.to_string())),
-            )
-        })?;
+        self.open::<AnyConnectOptions>().await
+    }
+
+    /// [`connect`](Self::connect) to PostgreSQL through sqlx's own PostgreSQL driver, whose
+    /// rows are read in the binary format: times arrive as microseconds, text is borrowed from
+    /// the row, and the server formats nothing.
+    pub async fn connect_postgres(&self) -> Result<PgConnection> {
+        self.open::<PgConnectOptions>().await
+    }
+
+    async fn open<O>(&self) -> Result<O::Connection>
+    where
+        O: ConnectOptions + std::str::FromStr<Err = sqlx::Error>,
+        O::Connection: Sized,
+        for<'c> &'c mut O::Connection:
+            sqlx::Executor<'c, Database = <O::Connection as Connection>::Database>,
+    {
+        let options: O = self.url.parse().map_err(|err| self.error(&err))?;
+        let mut connection = options
+            .connect()
+            .await
+            .map_err(|err| self.unreachable(&err))?;
+        for statement in self.session() {
+            sqlx::raw_sql(AssertSqlSafe(statement))
+                .execute(&mut connection)
+                .await
+                .map_err(|err| self.error(&err))?;
+        }
+        Ok(connection)
+    }
+
+    fn unreachable(&self, err: &sqlx::Error) -> Error {
+        Error::input(
+            Location::source(&self.shown),
+            format!("cannot connect: {}", self.scrub(&err.to_string())),
+        )
+    }
+
+    /// The statements that make a session read-only, in UTC, with the lock wait bounded.
+    fn session(&self) -> Vec<String> {
         let millis = self.busy_timeout.as_millis().max(1);
-        let session = match self.dialect {
+        match self.dialect {
             Dialect::Sqlite => vec![],
             Dialect::Postgres => vec![
                 "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY".to_string(),
@@ -220,14 +256,7 @@ impl Database {
                 "SET time_zone = '+00:00'".to_string(),
                 format!("SET SESSION lock_wait_timeout = {}", millis.div_ceil(1000)),
             ],
-        };
-        for statement in session {
-            sqlx::raw_sql(AssertSqlSafe(statement))
-                .execute(&mut connection)
-                .await
-                .map_err(|err| self.error(&err))?;
         }
-        Ok(connection)
     }
 
     pub fn error(&self, err: &sqlx::Error) -> Error {
@@ -303,24 +332,30 @@ pub struct ReadTransaction<'d> {
 
 enum Open<'d> {
     Sqlite(SqliteRead<'d>),
-    Server(AnyConnection),
+    Postgres(PgConnection),
+    Mysql(AnyConnection),
 }
 
 impl<'d> ReadTransaction<'d> {
     pub async fn begin(database: &'d Database) -> Result<ReadTransaction<'d>> {
+        let begin_failed = |err: sqlx::Error| database.read_error("the database", &err);
         let connection = match database.dialect {
             Dialect::Sqlite => Open::Sqlite(SqliteRead::begin(database)?),
-            Dialect::Postgres | Dialect::Mysql => {
-                let mut connection = database.connect().await?;
-                let begin = match database.dialect {
-                    Dialect::Postgres => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-                    _ => "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
-                };
-                sqlx::raw_sql(begin)
+            Dialect::Postgres => {
+                let mut connection = database.connect_postgres().await?;
+                sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     .execute(&mut connection)
                     .await
-                    .map_err(|err| database.read_error("the database", &err))?;
-                Open::Server(connection)
+                    .map_err(begin_failed)?;
+                Open::Postgres(connection)
+            }
+            Dialect::Mysql => {
+                let mut connection = database.connect().await?;
+                sqlx::raw_sql("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                    .execute(&mut connection)
+                    .await
+                    .map_err(begin_failed)?;
+                Open::Mysql(connection)
             }
         };
         Ok(ReadTransaction {
@@ -340,81 +375,146 @@ impl<'d> ReadTransaction<'d> {
         mut each: impl FnMut(usize, &Cells<'_>) -> Result<()>,
     ) -> Result<()> {
         let database = self.database;
+        let failed = |err: sqlx::Error| database.read_error(what, &err);
         match &mut self.connection {
             Open::Sqlite(read) => read.for_each_row(what, sql, params, columns, |number, row| {
                 each(number, &Cells::Sqlite(row))
             }),
-            Open::Server(connection) => {
-                let mut query = sqlx::query(AssertSqlSafe(sql));
-                for param in params {
-                    query = match *param {
-                        Param::Text(text) => query.bind(text.to_string()),
-                        Param::Int(value) => query.bind(value),
-                    };
-                }
-                let mut rows = query.fetch(&mut *connection);
-                let mut indexes: Option<Vec<Option<usize>>> = None;
-                let mut number = 0usize;
-                while let Some(row) = rows
-                    .try_next()
-                    .await
-                    .map_err(|err| database.read_error(what, &err))?
-                {
-                    number += 1;
-                    let indexes = indexes.get_or_insert_with(|| {
-                        columns
-                            .iter()
-                            .map(|name| row.try_column(*name).ok().map(|c| c.ordinal()))
-                            .collect()
-                    });
-                    each(number, &Cells::Server { row: &row, indexes })?;
-                }
-                Ok(())
+            Open::Postgres(connection) => {
+                let statement = (sql, params, columns);
+                stream(
+                    &mut *connection,
+                    statement,
+                    failed,
+                    |number, row, indexes| each(number, &Cells::Postgres { row, indexes }),
+                )
+                .await
+            }
+            Open::Mysql(connection) => {
+                let statement = (sql, params, columns);
+                stream(
+                    &mut *connection,
+                    statement,
+                    failed,
+                    |number, row, indexes| each(number, &Cells::Any { row, indexes }),
+                )
+                .await
             }
         }
     }
 
     /// Ends the transaction; it wrote nothing, so this only lets go of the snapshot and locks.
     pub async fn finish(self) -> Result<()> {
+        let failed = |err: sqlx::Error| self.database.read_error("the database", &err);
         match self.connection {
             Open::Sqlite(read) => read.finish(),
-            Open::Server(mut connection) => {
-                sqlx::raw_sql("COMMIT")
-                    .execute(&mut connection)
-                    .await
-                    .map_err(|err| self.database.read_error("the database", &err))?;
-                let _ = connection.close().await;
-                Ok(())
-            }
+            Open::Postgres(connection) => commit(connection).await.map_err(failed),
+            Open::Mysql(connection) => commit(connection).await.map_err(failed),
         }
     }
+}
+
+/// Ends a server's read transaction and closes the connection.
+async fn commit<C>(mut connection: C) -> std::result::Result<(), sqlx::Error>
+where
+    C: Connection,
+    for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+{
+    sqlx::raw_sql("COMMIT").execute(&mut connection).await?;
+    let _ = connection.close().await;
+    Ok(())
+}
+
+/// Runs `sql` on a server and hands every row, as it arrives, to `each` with its 1-based number
+/// and where each of `columns` is in it.
+async fn stream<'c, DB, E>(
+    executor: E,
+    (sql, params, columns): (&str, &[Param<'_>], &[&str]),
+    failed: impl Fn(sqlx::Error) -> Error,
+    mut each: impl FnMut(usize, &DB::Row, &[Option<usize>]) -> Result<()>,
+) -> Result<()>
+where
+    DB: sqlx::Database,
+    E: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut query = sqlx::query::<DB>(AssertSqlSafe(sql));
+    for param in params {
+        query = match *param {
+            Param::Text(text) => query.bind(text.to_string()),
+            Param::Int(value) => query.bind(value),
+        };
+    }
+    let mut rows = query.fetch(executor);
+    let mut indexes = None;
+    let mut number = 0usize;
+    while let Some(row) = rows.try_next().await.map_err(&failed)? {
+        number += 1;
+        let indexes = indexes.get_or_insert_with(|| ordinals(&row, columns));
+        each(number, &row, indexes)?;
+    }
+    Ok(())
+}
+
+/// Where each of `columns` is in a statement's rows.
+fn ordinals(row: &impl Row, columns: &[&str]) -> Vec<Option<usize>> {
+    columns
+        .iter()
+        .map(|name| {
+            row.columns()
+                .iter()
+                .position(|column| column.name() == *name)
+        })
+        .collect()
 }
 
 /// One row's cells, by the position of their name in `for_each_row`'s `columns`.
 pub enum Cells<'r> {
     Sqlite(&'r SqliteCells<'r, 'r>),
-    Server {
+    Postgres {
+        row: &'r PgRow,
+        indexes: &'r [Option<usize>],
+    },
+    Any {
         row: &'r AnyRow,
         indexes: &'r [Option<usize>],
     },
 }
+
+/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01), which binary times count from.
+const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
 impl Cells<'_> {
     /// Whether the statement has the column.
     pub fn has(&self, column: usize) -> bool {
         match self {
             Cells::Sqlite(row) => row.has(column),
-            Cells::Server { indexes, .. } => indexes[column].is_some(),
+            Cells::Postgres { indexes, .. } | Cells::Any { indexes, .. } => {
+                indexes[column].is_some()
+            }
         }
+    }
+
+    fn index(indexes: &[Option<usize>], column: usize) -> std::result::Result<usize, String> {
+        indexes[column].ok_or_else(|| "the query has no such column".to_string())
     }
 
     /// The cell as text; NULL as `None`.
     pub fn text(&self, column: usize) -> std::result::Result<Option<Cow<'_, str>>, String> {
         match self {
             Cells::Sqlite(row) => row.text(column),
-            Cells::Server { row, indexes } => {
-                let index = indexes[column].ok_or("the query has no such column")?;
-                let value: Option<String> = row.try_get(index).map_err(|err| err.to_string())?;
+            Cells::Postgres { row, indexes } => {
+                let value: Option<&str> = row
+                    .try_get(Self::index(indexes, column)?)
+                    .map_err(|err| err.to_string())?;
+                Ok(value.map(Cow::Borrowed))
+            }
+            Cells::Any { row, indexes } => {
+                let value: Option<String> = row
+                    .try_get(Self::index(indexes, column)?)
+                    .map_err(|err| err.to_string())?;
                 Ok(value.map(Cow::Owned))
             }
         }
@@ -424,10 +524,46 @@ impl Cells<'_> {
     pub fn int(&self, column: usize) -> std::result::Result<Option<i64>, String> {
         match self {
             Cells::Sqlite(row) => row.int(column),
-            Cells::Server { row, indexes } => {
-                let index = indexes[column].ok_or("the query has no such column")?;
-                row.try_get(index).map_err(|err| err.to_string())
+            Cells::Postgres { row, indexes } => row
+                .try_get(Self::index(indexes, column)?)
+                .map_err(|err| err.to_string()),
+            Cells::Any { row, indexes } => row
+                .try_get(Self::index(indexes, column)?)
+                .map_err(|err| err.to_string()),
+        }
+    }
+
+    /// The cell as a time, microseconds since the epoch in UTC: a PostgreSQL `timestamptz` as
+    /// the server sent it (binary), anything else parsed from its text. NULL and the empty text
+    /// as `None`.
+    pub fn time(&self, column: usize) -> std::result::Result<Option<i64>, String> {
+        if let Cells::Postgres { row, indexes } = self {
+            let value = row
+                .try_get_raw(Self::index(indexes, column)?)
+                .map_err(|err| err.to_string())?;
+            let binary_time = value.format() == PgValueFormat::Binary
+                && matches!(value.type_info().name(), "TIMESTAMPTZ" | "TIMESTAMP");
+            if binary_time {
+                if value.is_null() {
+                    return Ok(None);
+                }
+                let since_2000: i64 =
+                    Decode::<sqlx::Postgres>::decode(value).map_err(|err| err.to_string())?;
+                // `infinity` and `-infinity` are the extremes of the range.
+                return match since_2000 {
+                    i64::MAX | i64::MIN => Err("an infinite time is not a timestamp".into()),
+                    micros => micros
+                        .checked_add(POSTGRES_EPOCH_MICROS)
+                        .map(Some)
+                        .ok_or_else(|| format!("{micros} is not a timestamp")),
+                };
             }
+        }
+        match self.text(column)?.as_deref() {
+            None | Some("") => Ok(None),
+            Some(text) => timestamp::parse(text)
+                .map(Some)
+                .ok_or_else(|| format!("{text:?} is not a timestamp")),
         }
     }
 }

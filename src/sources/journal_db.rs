@@ -120,36 +120,40 @@ pub async fn read_in(
                 .unwrap_or(spec.name)
         })
         .collect();
-    type Cells<'c> = Vec<std::result::Result<Option<Cow<'c, str>>, String>>;
-    let mut push_row = |number: usize, cells: Cells<'_>| -> Result<()> {
-        let columns = JOURNAL.iter().zip(values.iter_mut()).zip(&owns);
-        for (((spec, column), own), cell) in columns.zip(cells) {
-            let at = || Location::source(&source).row(number).column(*own);
-            let cell = cell.map_err(|message| Error::input(at(), message))?;
-            // Integers stored as REAL in SQLite come back as "3.0": accept whole numbers.
-            let cell = match (spec.kind, cell) {
-                (Kind::Int, Some(text)) if text.ends_with(".0") => {
-                    Some(Cow::Owned(text.trim_end_matches(".0").to_string()))
-                }
-                (_, cell) => cell,
-            };
-            push(
-                column,
-                spec,
-                cell.as_deref().map(Cell::Text).unwrap_or(Cell::Null),
-                mapping,
-                at,
-            )?;
-        }
-        Ok(())
-    };
     let names: Vec<&str> = JOURNAL.iter().map(|spec| spec.name).collect();
+    let progress = crate::progress::Line::open("journal", &source);
+    let mut read = 0;
+    // Each cell goes straight from the row into its column: no row is built in between.
     transaction
         .for_each_row("the journal", &sql, &[], &names, |number, row| {
-            let cells: Vec<_> = (0..JOURNAL.len()).map(|index| row.text(index)).collect();
-            push_row(number, cells)
+            read = number;
+            progress.row(number);
+            let columns = JOURNAL.iter().zip(values.iter_mut()).zip(&owns);
+            for (index, ((spec, column), own)) in columns.enumerate() {
+                let at = || Location::source(&source).row(number).column(*own);
+                let cell = row
+                    .text(index)
+                    .map_err(|message| Error::input(at(), message))?;
+                // Integers stored as REAL in SQLite come back as "3.0": accept whole numbers.
+                let cell = match (spec.kind, cell) {
+                    (Kind::Int, Some(text)) if text.ends_with(".0") => {
+                        Some(Cow::Owned(text.trim_end_matches(".0").to_string()))
+                    }
+                    (_, cell) => cell,
+                };
+                push(
+                    column,
+                    spec,
+                    cell.as_deref().map(Cell::Text).unwrap_or(Cell::Null),
+                    mapping,
+                    at,
+                )?;
+            }
+            Ok(())
         })
         .await?;
+    progress.rows(read as u64);
+    progress.done();
     let columns = JOURNAL
         .iter()
         .zip(values)

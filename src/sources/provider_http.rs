@@ -332,12 +332,15 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         .map_err(|err| {
             api.incomplete(format!("cannot build an HTTP client: {}", describe(&err)))
         })?;
+    let progress = crate::progress::Line::open("provider", &api.shown);
     let fetcher = Fetcher {
         api,
         http,
         permits: Semaphore::new(api.concurrency.max(1)),
         pace: Mutex::new(Instant::now()),
-        retrier: Retrier::new(api.retry),
+        retrier: Retrier::new(api.retry).reporting_to(progress.clone()),
+        progress: progress.clone(),
+        decoder: std::sync::Arc::new(Decoder::new(api)),
         pages: AtomicUsize::new(0),
         objects: AtomicUsize::new(0),
         requests: AtomicUsize::new(0),
@@ -393,6 +396,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         ..ListingCoverage::default()
     };
     let provider = frame(api, pages, window, &mut coverage)?;
+    progress.done();
     Ok(Listed { provider, coverage })
 }
 
@@ -501,26 +505,38 @@ struct Page {
     /// `GET <url>, page N of <slice>`, for errors.
     label: String,
     items: Vec<Object>,
+    /// The JSON text of every object of the page, one after another ([`Object::raw`]).
+    raw: String,
 }
 
-/// One listed object as kept until the listing ends: the object's JSON text and the value at
-/// each mapped field's path (in `PROVIDER` order; `raw`'s is unused). The parsed JSON of a whole
-/// page is dropped as soon as the page is read: kept for a million objects it took gigabytes.
+/// One listed object as kept until the listing ends: where the object's JSON text is in its
+/// page's `raw`, and the value at each mapped field's path (in `PROVIDER` order; `raw`'s is
+/// unused). The parsed JSON of a whole page is dropped as soon as the page is read: kept for a
+/// million objects it took gigabytes.
 struct Object {
-    raw: String,
+    raw: std::ops::Range<usize>,
     fields: Vec<Option<Value>>,
 }
 
+/// A page's objects, and their JSON text in one buffer (one allocation a page, not one an
+/// object).
+struct Objects {
+    items: Vec<Object>,
+    raw: String,
+}
+
 impl Object {
-    fn new(api: &ProviderApi, item: &Value) -> Object {
+    /// Reads `item`, writing its JSON text (compact, keys in order, as `Value` writes it) at the
+    /// end of `raw`.
+    fn read(decoder: &Decoder, item: &Value, raw: &mut Vec<u8>) -> Object {
+        let start = raw.len();
+        serde_json::to_writer(&mut *raw, item).expect("a JSON value writes to memory");
         Object {
-            raw: item.to_string(),
-            fields: PROVIDER
+            raw: start..raw.len(),
+            fields: decoder
+                .fields
                 .iter()
-                .map(|spec| match spec.name {
-                    "raw" => None,
-                    name => api.path(name).get(item).cloned(),
-                })
+                .map(|path| path.as_ref().and_then(|path| path.get(item)).cloned())
                 .collect(),
         }
     }
@@ -531,9 +547,59 @@ impl Object {
     }
 }
 
+/// How the objects of a page are read, worked out once for the whole listing: where the array
+/// of objects is, and the path of each canonical column (in `PROVIDER` order; none for `raw`).
+struct Decoder {
+    items: JsonPath,
+    fields: Vec<Option<JsonPath>>,
+}
+
+impl Decoder {
+    fn new(api: &ProviderApi) -> Decoder {
+        Decoder {
+            items: api.items.clone(),
+            fields: PROVIDER
+                .iter()
+                .map(|spec| (spec.name != "raw").then(|| api.path(spec.name)))
+                .collect(),
+        }
+    }
+
+    /// A page's body parsed, and its objects read when the body has the array of them (a body
+    /// without one is reported where the listing reads the page's objects).
+    fn decode(&self, body: &[u8]) -> Result<(Value, Option<Objects>), Failure> {
+        let value = serde_json::from_slice::<Value>(body).map_err(|err| {
+            Failure::Fatal(format!(
+                "the answer is not JSON ({err}; {} bytes: {})",
+                body.len(),
+                snippet(body)
+            ))
+        })?;
+        let objects = match self.items.get(&value) {
+            Some(Value::Array(items)) => Some(self.objects(items)),
+            _ => None,
+        };
+        Ok((value, objects))
+    }
+
+    fn objects(&self, items: &[Value]) -> Objects {
+        let mut raw = Vec::with_capacity(items.len() * 256);
+        let items = items
+            .iter()
+            .map(|item| Object::read(self, item, &mut raw))
+            .collect();
+        Objects {
+            items,
+            raw: String::from_utf8(raw).expect("serde_json writes UTF-8"),
+        }
+    }
+}
+
 /// A page's parsed answer.
 struct Answer {
     body: Value,
+    /// The page's objects, read from `body` as it was parsed.
+    objects: Option<Objects>,
     /// The page's `Link` header, if it has one.
     links: Option<Links>,
 }
@@ -569,6 +635,8 @@ struct Fetcher<'a> {
     /// The earliest time the next request may start (the requests-per-second limit).
     pace: Mutex<Instant>,
     retrier: Retrier,
+    progress: crate::progress::Line,
+    decoder: std::sync::Arc<Decoder>,
     pages: AtomicUsize,
     /// Objects read so far, for `max_objects`.
     objects: AtomicUsize,
@@ -585,13 +653,13 @@ impl Fetcher<'_> {
         let mut listed = 0i64;
         for number in 1.. {
             let label = format!("GET {url}, page {number} of the {slice}");
-            let answer = self.fetch(&url, &label).await?;
+            let mut answer = self.fetch(&url, &label).await?;
             let hints = self.hints(&answer.body, &label)?;
             let step = self.step(&answer, &hints, &url, &label)?;
-            let items = self.items(&answer.body, &label)?;
+            let Objects { items, raw } = self.items(&mut answer, &label)?;
             let count = items.len();
             listed += count as i64;
-            pages.push(Page { label, items });
+            pages.push(Page { label, items, raw });
             let label = &pages.last().expect("just pushed").label;
             let (token, next_url) = match step {
                 Step::Next { token, url } => (token, url),
@@ -795,11 +863,11 @@ impl Fetcher<'_> {
             let url = url_of(slot, step);
             async move {
                 let label = format!("GET {url}, page {}", slot + 1);
-                let answer = self.fetch(&url, &label).await?;
+                let mut answer = self.fetch(&url, &label).await?;
                 let hints = self.hints(&answer.body, &label)?;
-                let items = self.items(&answer.body, &label)?;
+                let Objects { items, raw } = self.items(&mut answer, &label)?;
                 Ok::<_, Error>(Numbered {
-                    page: Page { label, items },
+                    page: Page { label, items, raw },
                     answer,
                     hints,
                     url,
@@ -900,19 +968,21 @@ impl Fetcher<'_> {
         Ok(Hints { total, has_more })
     }
 
-    fn items(&self, body: &Value, label: &str) -> Result<Vec<Object>> {
-        let items = page_items(self.api, body, label)?;
-        let seen = self.objects.fetch_add(items.len(), Ordering::Relaxed) + items.len();
+    /// The page's objects, counted against `max_objects`.
+    fn items(&self, answer: &mut Answer, label: &str) -> Result<Objects> {
+        let count = page_items(self.api, &answer.body, label)?.len();
+        let seen = self.objects.fetch_add(count, Ordering::Relaxed) + count;
         if seen > self.api.max_objects {
             return Err(self.api.incomplete(format!(
                 "{label}: the listing passed {} objects (max_objects) before it ended",
                 self.api.max_objects
             )));
         }
-        Ok(items
-            .iter()
-            .map(|item| Object::new(self.api, item))
-            .collect())
+        self.progress.page(count);
+        Ok(answer
+            .objects
+            .take()
+            .expect("a body with the array of objects has them read"))
     }
 
     /// One page, retried as politeness allows; its body parsed as JSON.
@@ -977,14 +1047,17 @@ impl Fetcher<'_> {
                     snippet(&body)
                 )));
             }
-            match serde_json::from_slice::<Value>(&body) {
-                Ok(body) => Ok(Answer { body, links }),
-                Err(err) => Err(Failure::Fatal(format!(
-                    "the answer is not JSON ({err}; {} bytes: {})",
-                    body.len(),
-                    snippet(&body)
-                ))),
-            }
+            // Parsed on a thread of the blocking pool, so that the next requests go out and
+            // the answers of others are read meanwhile.
+            let decoder = self.decoder.clone();
+            let (body, objects) = tokio::task::spawn_blocking(move || decoder.decode(&body))
+                .await
+                .map_err(|err| Failure::Fatal(format!("decoding the answer failed: {err}")))??;
+            Ok(Answer {
+                body,
+                objects,
+                links,
+            })
         };
         tokio::time::timeout_at(deadline, exchange)
             .await
@@ -1115,11 +1188,8 @@ pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<Data
             snippet(body)
         ))
     })?;
-    let items = page_items(api, &body, &label)?
-        .iter()
-        .map(|item| Object::new(api, item))
-        .collect();
-    let pages = [Page { label, items }];
+    let Objects { items, raw } = Decoder::new(api).objects(page_items(api, &body, &label)?);
+    let pages = [Page { label, items, raw }];
     frame(api, pages.into(), window, &mut ListingCoverage::default())
 }
 
@@ -1172,8 +1242,9 @@ fn frame(
                 Some(&slot) => {
                     coverage.repeated += 1;
                     let previous = order[slot];
-                    let earlier = &pages[previous.0].items[previous.1];
-                    if earlier.raw != item.raw {
+                    let earlier = &pages[previous.0];
+                    let earlier_raw = &earlier.raw[earlier.items[previous.1].raw.clone()];
+                    if *earlier_raw != page.raw[item.raw.clone()] {
                         changed.insert(id.into_owned(), pages[previous.0].label.clone());
                     }
                     order[slot] = (page_index, item_index);
@@ -1191,28 +1262,35 @@ fn frame(
     }
 
     let mapping = Mapping::default();
+    let paths: Vec<JsonPath> = PROVIDER.iter().map(|spec| api.path(spec.name)).collect();
     let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
-    for &(page_index, item_index) in &order {
-        // The object's text moves into the table rather than being copied.
-        let mut raw = Some(std::mem::take(&mut pages[page_index].items[item_index].raw));
+    // Where each page is used for the last time: its objects' text is let go of there.
+    let mut last_use = vec![0; pages.len()];
+    for (position, &(page_index, _)) in order.iter().enumerate() {
+        last_use[page_index] = position;
+    }
+    for (position, &(page_index, item_index)) in order.iter().enumerate() {
+        if position > 0 && last_use[order[position - 1].0] == position - 1 {
+            pages[order[position - 1].0].raw = String::new();
+        }
         let page = &pages[page_index];
         let item = &page.items[item_index];
+        let mut raw = Some(&page.raw[item.raw.clone()]);
         // Slices overlap and servers round bounds: keep exactly the asked window.
         if let Some(created) = item.field("created_at").and_then(created_micros)
             && !window.contains(created)
         {
             continue;
         }
-        let fields = PROVIDER.iter().zip(&item.fields);
-        for ((spec, field), values) in fields.zip(columns.iter_mut()) {
+        let fields = PROVIDER.iter().zip(&item.fields).zip(&paths);
+        for (((spec, field), path), values) in fields.zip(columns.iter_mut()) {
             if spec.name == "raw" {
                 if let Values::Text(texts) = values {
                     texts.append_option(raw.take());
                 }
                 continue;
             }
-            let path = api.path(spec.name);
-            let at = || field_at(page, item_index, &path);
+            let at = || field_at(page, item_index, path);
             let number;
             let cell = match field {
                 None if !spec.nullable => {

@@ -63,6 +63,8 @@ pub struct Retrier {
     pub deadline: Instant,
     retries: AtomicUsize,
     seed: AtomicU64,
+    /// Where a wait is shown while it lasts.
+    progress: crate::progress::Line,
 }
 
 impl Retrier {
@@ -73,7 +75,14 @@ impl Retrier {
             deadline: Instant::now() + policy.deadline,
             retries: AtomicUsize::new(0),
             seed: AtomicU64::new(seed()),
+            progress: crate::progress::Line::default(),
         }
+    }
+
+    /// Shows each wait on the source's progress line.
+    pub fn reporting_to(mut self, progress: crate::progress::Line) -> Retrier {
+        self.progress = progress;
+        self
     }
 
     /// Retries made so far.
@@ -107,7 +116,9 @@ impl Retrier {
                 ));
             }
             self.retries.fetch_add(1, Ordering::Relaxed);
+            self.progress.waiting(wait, &reason, after.is_some());
             tokio::time::sleep(wait).await;
+            self.progress.resumed();
             tries += 1;
         }
     }

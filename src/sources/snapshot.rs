@@ -50,7 +50,8 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
             ),
         ));
     }
-    match extension.as_str() {
+    let progress = crate::progress::Line::open(table.name(), &format!("snapshot {shown}"));
+    let read = match extension.as_str() {
         "csv" => read_csv(path, &shown, table, mapping),
         "ndjson" | "jsonl" => read_ndjson(path, &shown, table, mapping),
         "parquet" => read_parquet(path, &shown, table, mapping),
@@ -58,7 +59,10 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
             Location::source(&shown),
             format!("unknown snapshot format `.{other}` (use .csv, .ndjson or .parquet)"),
         )),
-    }
+    }?;
+    progress.rows(read.height() as u64);
+    progress.done();
+    Ok(read)
 }
 
 /// Typed values of one canonical column as they are read (shared by every source that
