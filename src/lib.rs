@@ -13,6 +13,7 @@ pub mod keys;
 pub mod memory;
 pub mod model;
 pub mod output;
+pub mod partition;
 pub mod plan;
 pub mod prepare;
 pub mod progress;

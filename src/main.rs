@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use onceonly::cli::{AuditArgs, Cli, Command};
+use onceonly::cli::{AuditArgs, Cli, Command, FailOn, MergeArgs, SplitArgs};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
@@ -44,6 +44,8 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
+        Command::Split(args) => run_split(&args),
+        Command::Merge(args) => run_merge(&args),
         Command::Trace(args) => run_trace(&args),
         Command::Doctor { config } => {
             let config = Config::load(&config)?;
@@ -98,43 +100,54 @@ fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-fn run_audit(args: &AuditArgs) -> Result<u8> {
-    let time = |flag: &str, value: &Option<String>| -> Result<Option<i64>> {
-        value
-            .as_deref()
-            .map(|text| {
-                timestamp::parse(text).ok_or_else(|| {
-                    Error::usage(
-                        flag,
-                        format!("{text:?} is not a time (use RFC 3339 or YYYY-MM-DD)"),
-                    )
-                })
+/// A time flag (`--since`, ...): RFC 3339 or a date, in microseconds.
+fn time(flag: &str, value: &Option<String>) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|text| {
+            timestamp::parse(text).ok_or_else(|| {
+                Error::usage(
+                    flag,
+                    format!("{text:?} is not a time (use RFC 3339 or YYYY-MM-DD)"),
+                )
             })
-            .transpose()
-    };
-    let options = audit::AuditOptions {
+        })
+        .transpose()
+}
+
+/// `--slack`: a duration, in microseconds.
+fn slack_flag(value: &Option<String>) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|text| {
+            timestamp::parse_duration(text).ok_or_else(|| {
+                Error::usage(
+                    "--slack",
+                    format!("{text:?} is not a duration (e.g. 1h, 30m)"),
+                )
+            })
+        })
+        .transpose()
+}
+
+fn run_audit(args: &AuditArgs) -> Result<u8> {
+    let mut options = audit::AuditOptions {
         dag: args.dag.clone(),
         since: time("--since", &args.since)?,
         until: time("--until", &args.until)?,
         interval_from: time("--interval-from", &args.interval_from)?,
         interval_to: time("--interval-to", &args.interval_to)?,
-        slack: args
-            .slack
-            .as_deref()
-            .map(|text| {
-                timestamp::parse_duration(text).ok_or_else(|| {
-                    Error::usage(
-                        "--slack",
-                        format!("{text:?} is not a duration (e.g. 1h, 30m)"),
-                    )
-                })
-            })
-            .transpose()?,
+        slack: slack_flag(&args.slack)?,
         rules: args.rules.clone(),
         save_snapshot: args.save_snapshot.clone(),
         from_snapshot: args.from_snapshot.clone(),
         plan: args.plan.is_some() || args.sql.is_some(),
         baseline: args.baseline.clone(),
+        provider_window: None,
+    };
+    let part = match (&args.partition_out, &args.from_snapshot) {
+        (Some(_), Some(dir)) => Some(partition_options(args, dir, &mut options)?),
+        _ => None,
     };
     if let (Some(since), Some(until)) = (options.since, options.until)
         && since >= until
@@ -167,16 +180,144 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
     } = audit::run(&config, &options)?;
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
+    if let (Some(dir), Some(part)) = (&args.partition_out, &part) {
+        onceonly::partition::merge::write(
+            dir,
+            part,
+            &options.rules,
+            &report,
+            &verdicts,
+            &prepared,
+        )?;
+    }
     drop(prepared);
+    let outputs = Outputs {
+        format: args.format,
+        output: args.output.as_deref(),
+        html: args.html.as_deref(),
+        fail_on: args.fail_on,
+        fail_on_new: args.fail_on_new,
+        verdicts: args.verdicts.as_deref(),
+        plan: args.plan.as_deref(),
+        sql: args.sql.as_deref(),
+        metrics: args.metrics.as_deref(),
+    };
+    write_outputs(&outputs, &config, &report, verdicts, plan.as_ref(), started)
+}
+
+/// A partition's audit: the window comes from the part's `partition.json`; flags that say
+/// otherwise, or scope it further, are refused.
+fn partition_options(
+    args: &AuditArgs,
+    dir: &std::path::Path,
+    options: &mut audit::AuditOptions,
+) -> Result<onceonly::partition::PartManifest> {
+    let part = onceonly::partition::PartManifest::load(dir)?;
+    if args.dag.is_some() || args.interval_from.is_some() || args.interval_to.is_some() {
+        return Err(Error::usage(
+            "--partition-out",
+            "a partition audits its part whole: --dag and --interval-from/--interval-to are not taken",
+        ));
+    }
+    let recorded = |flag: &str, given: Option<i64>, recorded: &Option<String>| {
+        let recorded_at = recorded.as_deref().and_then(timestamp::parse);
+        match given {
+            Some(at) if Some(at) != recorded_at => Err(Error::usage(
+                flag,
+                format!(
+                    "the part was split for {} {}",
+                    flag,
+                    recorded.as_deref().unwrap_or("(none)")
+                ),
+            )),
+            _ => Ok(recorded_at),
+        }
+    };
+    options.since = recorded("--since", options.since, &part.split.since)?;
+    options.until = recorded("--until", options.until, &part.split.until)?;
+    options.slack = part.split.slack;
+    options.provider_window = Some(part.provider_window());
+    Ok(part)
+}
+
+fn run_split(args: &SplitArgs) -> Result<u8> {
+    let options = onceonly::commands::split::SplitOptions {
+        since: time("--since", &args.since)?,
+        until: time("--until", &args.until)?,
+        slack: slack_flag(&args.slack)?,
+        from_snapshot: args.from_snapshot.clone(),
+        partitions: args.partitions,
+    };
+    let config = Config::load(&args.config)?;
+    let dirs = onceonly::commands::split::run(&config, &options, &args.out)?;
+    let mut text = String::new();
+    for dir in dirs {
+        text.push_str(&format!("{}\n", dir.display()));
+    }
+    output::stdout(&text)?;
+    Ok(0)
+}
+
+fn run_merge(args: &MergeArgs) -> Result<u8> {
+    let config = Config::load(&args.config)?;
+    let started = std::time::Instant::now();
+    let merged = onceonly::commands::merge::run(
+        &args.parts,
+        args.plan.is_some() || args.sql.is_some(),
+        args.baseline.as_deref(),
+    )?;
+    let outputs = Outputs {
+        format: args.format,
+        output: args.output.as_deref(),
+        html: args.html.as_deref(),
+        fail_on: args.fail_on,
+        fail_on_new: args.fail_on_new,
+        verdicts: args.verdicts.as_deref(),
+        plan: args.plan.as_deref(),
+        sql: args.sql.as_deref(),
+        metrics: args.metrics.as_deref(),
+    };
+    write_outputs(
+        &outputs,
+        &config,
+        &merged.report,
+        merged.verdicts,
+        merged.plan.as_ref(),
+        started,
+    )
+}
+
+/// Where an audit's (or a merge's) report, verdicts, plan, SQL and metrics go.
+struct Outputs<'a> {
+    format: Format,
+    output: Option<&'a std::path::Path>,
+    html: Option<&'a std::path::Path>,
+    fail_on: FailOn,
+    fail_on_new: bool,
+    verdicts: Option<&'a std::path::Path>,
+    plan: Option<&'a std::path::Path>,
+    sql: Option<&'a std::path::Path>,
+    metrics: Option<&'a std::path::Path>,
+}
+
+/// Writes every output asked for; the exit code the findings give.
+fn write_outputs(
+    args: &Outputs<'_>,
+    config: &Config,
+    report: &onceonly::report::Report,
+    verdicts: polars::prelude::DataFrame,
+    plan: Option<&onceonly::plan::Plan>,
+    started: std::time::Instant,
+) -> Result<u8> {
     let rendering = std::time::Instant::now();
-    if let Some(path) = &args.verdicts {
+    if let Some(path) = args.verdicts {
         output::write_verdicts(path, &verdicts)?;
     }
-    if let Some(plan) = &plan {
-        if let Some(path) = &args.plan {
+    if let Some(plan) = plan {
+        if let Some(path) = args.plan {
             output::file(path, plan_text(path, plan).as_bytes())?;
         }
-        if let Some(path) = &args.sql {
+        if let Some(path) = args.sql {
             let dialect = match &config.journal.source {
                 onceonly::config::Source::Database(database) => database.dialect,
                 _ => {
@@ -192,17 +333,17 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
             )?;
         }
     }
-    if let Some(path) = &args.metrics {
-        let metrics = render::metrics::render(&report, started.elapsed().as_secs_f64());
+    if let Some(path) = args.metrics {
+        let metrics = render::metrics::render(report, started.elapsed().as_secs_f64());
         output::file(path, metrics.as_bytes())?;
     }
-    if let Some(path) = &args.html {
-        let page = render::render(&report, Format::Html, &verdicts)?;
+    if let Some(path) = args.html {
+        let page = render::render(report, Format::Html, &verdicts)?;
         output::file(path, page.as_bytes())?;
     }
-    let text = render::render(&report, args.format, &verdicts)?;
+    let text = render::render(report, args.format, &verdicts)?;
     drop(verdicts);
-    match &args.output {
+    match args.output {
         Some(path) => output::file(path, text.as_bytes())?,
         None => output::stdout(&text)?,
     }

@@ -38,6 +38,9 @@ pub struct AuditOptions {
     pub plan: bool,
     /// An earlier JSON (or NDJSON) report to mark findings new, persisting or resolved against.
     pub baseline: Option<std::path::PathBuf>,
+    /// The provider window of the whole audit, for one partition of it (`onceonly split`):
+    /// used instead of the window around this audit's own tries.
+    pub provider_window: Option<ProviderWindow>,
 }
 
 /// What an audit produced: the report, a verdict for every operation try, and the repair plan
@@ -253,7 +256,7 @@ fn audit_with(
 }
 
 /// The findings of an earlier report, JSON (`--format json`) or NDJSON (`--format ndjson`).
-fn earlier_findings(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
+pub fn earlier_findings(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| crate::error::Error::io(&shown, err))?;
     let not_a_report = |detail: String| {
@@ -336,7 +339,10 @@ fn scope(
         .join(runs, on.clone(), on, JoinArgs::new(JoinType::Semi))
         .collect()
         .engine("filtering journal")?;
-    let window = around_tries(&attempts, options)?;
+    let window = match options.provider_window {
+        Some(window) => window,
+        None => around_tries(&attempts, options)?,
+    };
     let created = |bound: Option<i64>, above: bool| match bound {
         None => lit(true),
         Some(at) if above => col("created_at").gt_eq(lit(at).cast(utc())),

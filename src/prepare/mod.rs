@@ -179,6 +179,38 @@ impl Prepared {
         )
     }
 
+    /// The frames a repair plan reads (`plan::build`): provider objects as `objects` has
+    /// them and journal rows as `journal` has them, for findings found elsewhere (the merge of
+    /// a partitioned audit). No tries: nothing else may be asked of it.
+    pub fn for_plan(objects: DataFrame, journal: DataFrame) -> Result<Prepared> {
+        let no_tries = DataFrame::new_infer_height(vec![
+            Column::new("pipeline".into(), Vec::<u32>::new()),
+            Column::new("map_index".into(), Vec::<i64>::new()),
+            Column::new("iv_start".into(), Vec::<i64>::new()),
+            Column::new("iv_end".into(), Vec::<i64>::new()),
+            Column::new("start_date".into(), Vec::<i64>::new()),
+            Column::new("end_date".into(), Vec::<i64>::new()),
+            Column::new("try_number".into(), Vec::<i64>::new()),
+            Column::new("run_id".into(), Vec::<String>::new()),
+        ])
+        .engine("an empty tries frame")?;
+        Ok(Prepared {
+            intervals: crate::verdicts::Intervals::of(&no_tries)?,
+            tries: no_tries,
+            journal,
+            objects,
+            key_ttl: None,
+            replay: crate::config::Replay::default(),
+            window: ProviderWindow::default(),
+            key_count: 0,
+            id_count: 0,
+            run_count: 0,
+            committed_keys: Vec::new(),
+            object_intervals: std::sync::OnceLock::new(),
+            unclaimed: DataFrame::empty(),
+        })
+    }
+
     /// `journal` holds the rows of the audited runs; `all_journal` every row the source gave,
     /// so an object journalled by a run outside the audit is recognised and left out rather
     /// than reported as unjournaled.
