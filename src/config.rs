@@ -445,7 +445,7 @@ impl Config {
 fn busy_timeout(text: &Option<String>) -> std::result::Result<Option<Duration>, String> {
     match text {
         None => Ok(None),
-        Some(text) => provider::wait_duration(text)
+        Some(text) => crate::timestamp::parse_wait(text)
             .filter(|wait| !wait.is_zero())
             .map(Some)
             .ok_or_else(|| {

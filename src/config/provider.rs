@@ -20,7 +20,7 @@ use crate::sources::provider_http::{
     Auth, JsonPath, MoreFlag, Pagination, ProviderApi, Secret, TimeFormat,
 };
 use crate::sources::retry::RetryPolicy;
-use crate::timestamp;
+use crate::timestamp::{self, parse_wait};
 
 /// The keys every listing API has, whatever its pagination.
 #[derive(Deserialize)]
@@ -75,7 +75,7 @@ impl RawRetry {
             let Some(text) = value else {
                 return Ok(default);
             };
-            wait_duration(text).filter(|d| !d.is_zero()).ok_or_else(|| {
+            parse_wait(text).filter(|d| !d.is_zero()).ok_or_else(|| {
                 table.error(
                     key,
                     format!("{key} = {text:?} is not a duration (use forms like 500ms, 30s, 10m)"),
@@ -684,13 +684,3 @@ fn param(table: &Table<'_>, key: &str, value: Option<String>, default: &str) -> 
 /// The most objects a page may be asked for: beyond it one page is a bulk export, and its
 /// body would pass any sensible `max_page_bytes`.
 const MAX_PAGE_SIZE: u32 = 10_000;
-
-/// `500ms`, or any duration [`timestamp::parse_duration`] reads (`30s`, `10m`, `1h`).
-pub(super) fn wait_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if let Some(millis) = text.strip_suffix("ms") {
-        return millis.trim().parse::<u64>().ok().map(Duration::from_millis);
-    }
-    let micros = timestamp::parse_duration(text)?;
-    u64::try_from(micros).ok().map(Duration::from_micros)
-}

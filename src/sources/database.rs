@@ -270,7 +270,7 @@ impl Database {
             Location::source(&self.shown),
             format!(
                 "locked: another process held the database past the busy timeout of {} while reading {what}; nothing was read (raise `busy_timeout` in the config to wait longer)",
-                shown_duration(self.busy_timeout)
+                timestamp::format_setting(self.busy_timeout)
             ),
         )
     }
@@ -293,16 +293,6 @@ impl Database {
                 format!("cannot read {what}: {}", self.scrub(&err.to_string())),
             ),
         }
-    }
-}
-
-/// `30s`, `500ms`.
-fn shown_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis.is_multiple_of(1000) {
-        format!("{}s", millis / 1000)
-    } else {
-        format!("{millis}ms")
     }
 }
 
