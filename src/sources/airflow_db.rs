@@ -13,8 +13,9 @@ use polars::prelude::*;
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::ATTEMPTS;
-use crate::sources::database::{Cells, Database, Dialect, Param, ReadTransaction};
+use crate::sources::database::{Database, Dialect, Param};
 use crate::sources::pickle;
+use crate::sources::read_transaction::{Cells, ReadTransaction};
 use crate::sources::snapshot::Values;
 use crate::timestamp;
 

@@ -6,6 +6,7 @@ pub mod database;
 pub mod journal_db;
 mod pickle;
 pub mod provider_http;
+pub mod read_transaction;
 pub mod retry;
 pub mod saved;
 pub mod snapshot;
@@ -52,7 +53,7 @@ impl Tables {
 /// `slack` to the latest try end plus `slack` (SPEC §3); `window.audited` says which of the
 /// tries read the audit keeps (an interval range can keep fewer than the SQL filter reads).
 ///
-/// Each database is read at one point in time (`database::ReadTransaction`). The sources are
+/// Each database is read at one point in time (`read_transaction::ReadTransaction`). The sources are
 /// read side by side:
 ///
 /// * a journal in a database (or file) of its own, and a provider snapshot file, each on a
@@ -352,7 +353,7 @@ fn read_attempts(
             Vec::new(),
         )),
         Source::Database(database) => runtime()?.block_on(async {
-            let mut transaction = database::ReadTransaction::begin(database).await?;
+            let mut transaction = read_transaction::ReadTransaction::begin(database).await?;
             let query = airflow_db::AttemptsQuery::prepare(&mut transaction, filter).await?;
             if let Some(early) = early {
                 let started = std::time::Instant::now();

@@ -1,5 +1,5 @@
 //! SQLite files read through rusqlite, at one point in time (the SQLite side of
-//! [`ReadTransaction`](crate::sources::database::ReadTransaction)).
+//! [`ReadTransaction`](crate::sources::read_transaction::ReadTransaction)).
 //!
 //! Each cell is borrowed from SQLite's own buffer instead of being copied into an sqlx `AnyRow`
 //! and looked up by name, which made a million-try read take minutes (bench/scale). The file
