@@ -171,6 +171,25 @@ pub const PROVIDER: &[ColumnSpec] = &[
     c("raw", Kind::Text, true),
 ];
 
+/// The created-at window a provider listing covers, microseconds, both ends inclusive; `None`
+/// is unbounded on that side. Objects created outside it are unknown, not absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProviderWindow {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl ProviderWindow {
+    pub fn unbounded() -> ProviderWindow {
+        ProviderWindow::default()
+    }
+
+    /// Whether a time (microseconds) is inside the window.
+    pub fn holds(&self, at: i64) -> bool {
+        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
+    }
+}
+
 /// The journal phases every journal is mapped onto.
 pub const PHASES: [&str; 4] = ["intent", "committed", "failed", "reconciled"];
 

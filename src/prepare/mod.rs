@@ -62,34 +62,7 @@ pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
     order.iter().chain(then).copied().collect()
 }
 
-/// What the listing covered: objects created outside it are unknown, not absent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ProviderWindow {
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-}
-
-impl ProviderWindow {
-    /// Whether a time (microseconds) is inside the window.
-    pub fn holds(&self, at: i64) -> bool {
-        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
-    }
-
-    pub fn contains(&self) -> Expr {
-        let after = self
-            .from
-            .map(|from| col("recorded_at").gt_eq(lit(from).cast(crate::model::utc())));
-        let before = self
-            .to
-            .map(|to| col("recorded_at").lt_eq(lit(to).cast(crate::model::utc())));
-        match (after, before) {
-            (Some(a), Some(b)) => a.and(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => lit(true),
-        }
-    }
-}
+pub use crate::model::ProviderWindow;
 
 /// The joined frames, collected once and shared by every rule.
 ///

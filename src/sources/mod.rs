@@ -16,7 +16,7 @@ use polars::prelude::DataFrame;
 
 use crate::config::{Config, Source};
 use crate::error::Result;
-use crate::model::Table;
+use crate::model::{ProviderWindow, Table};
 
 /// The three canonical tables as read, and what the sources warned about.
 pub struct Tables {
@@ -27,7 +27,7 @@ pub struct Tables {
     /// Where each table came from, as reports name it (attempts, journal, provider).
     pub origins: [String; 3],
     /// The created-at window a provider listing was asked for; None: the source held it all.
-    pub listed_window: Option<crate::prepare::ProviderWindow>,
+    pub listed_window: Option<ProviderWindow>,
     /// The content hash of a snapshot these tables were read from (its manifest's, checked
     /// against the files), so a plan need not encode the tables again to quote it.
     pub snapshot_hash: Option<String>,
@@ -87,9 +87,10 @@ pub fn load(
         });
         let mut provider = Provider::start(scope, config);
         let started = std::time::Instant::now();
-        let mut list_early = |bounds| {
+        let mut list_early = |bounds: airflow_db::TryBounds| {
             if let Source::Listing(api) = &config.provider.source {
-                provider = Provider::listing(scope, api, listing_window(bounds, filter, slack));
+                let window = bounds.listing_window(slack, filter.since, filter.until);
+                provider = Provider::listing(scope, api, window);
             }
         };
         let early: Option<&mut dyn FnMut(airflow_db::TryBounds)> = (window.list_early
@@ -130,11 +131,7 @@ fn shared_database(config: &Config) -> Option<(&database::Database, &str)> {
     }
 }
 
-type ProviderRead = Result<(
-    DataFrame,
-    Option<crate::prepare::ProviderWindow>,
-    Vec<String>,
-)>;
+type ProviderRead = Result<(DataFrame, Option<ProviderWindow>, Vec<String>)>;
 
 /// The provider's read, as far as it has got while the attempts are read.
 enum Provider<'scope> {
@@ -144,7 +141,7 @@ enum Provider<'scope> {
     Reading(std::thread::ScopedJoinHandle<'scope, ProviderRead>),
     /// A listing of `window`, on a thread of its own; dropping `stop` stops it.
     Listing {
-        window: provider_http::Window,
+        window: ProviderWindow,
         thread: std::thread::ScopedJoinHandle<'scope, Option<ProviderRead>>,
         stop: tokio::sync::oneshot::Sender<()>,
     },
@@ -172,7 +169,7 @@ impl<'scope> Provider<'scope> {
     fn listing<'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         api: &'env provider_http::ProviderApi,
-        window: provider_http::Window,
+        window: ProviderWindow,
     ) -> Provider<'scope> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = scope.spawn(move || {
@@ -205,12 +202,7 @@ impl<'scope> Provider<'scope> {
         attempts: Option<&AttemptsRead>,
     ) -> Option<ProviderRead> {
         let started = std::time::Instant::now();
-        let window = attempts.map(|read| {
-            (audited.of_attempts)(&read.attempts).map(|window| provider_http::Window {
-                from: window.from,
-                to: window.to,
-            })
-        });
+        let window = attempts.map(|read| (audited.of_attempts)(&read.attempts));
         let provider = match (self, window) {
             (Provider::Reading(thread), Some(_)) => {
                 Some(thread.join().expect("the provider reader does not panic"))
@@ -253,47 +245,24 @@ pub struct ListingWindow<'a> {
     pub slack: i64,
     /// The window the audited tries need, given every try the Airflow source returned; a
     /// listing started for another window is listed again for this one.
-    pub of_attempts: &'a (dyn Fn(&DataFrame) -> Result<crate::prepare::ProviderWindow> + Sync),
+    pub of_attempts: &'a (dyn Fn(&DataFrame) -> Result<ProviderWindow> + Sync),
     /// Whether the tries the SQL filter reads are the audited ones, so the listing can start
     /// from their bounds before they are read; false when the audit keeps fewer (an interval
     /// range), and the listing waits for the tries.
     pub list_early: bool,
 }
 
-/// The created-at window to list for tries with these bounds: the earliest start minus `slack`
-/// to the latest end plus `slack`; without any try, what the audit's window asks for.
-fn listing_window(
-    bounds: airflow_db::TryBounds,
-    filter: &airflow_db::Filter,
-    slack: i64,
-) -> provider_http::Window {
-    match (bounds.first_start, bounds.last_end) {
-        (Some(from), Some(to)) => provider_http::Window {
-            from: Some(from - slack),
-            to: Some(to + slack),
-        },
-        _ => provider_http::Window {
-            from: filter.since,
-            to: filter.until,
-        },
-    }
-}
-
 /// The configured listing of `window`, read now.
-fn list_for(config: &Config, window: provider_http::Window) -> ProviderRead {
+fn list_for(config: &Config, window: ProviderWindow) -> ProviderRead {
     match &config.provider.source {
         Source::Listing(api) => runtime()?.block_on(list(api, window)),
         _ => unreachable!("only a listing waits for the tries' window"),
     }
 }
 
-async fn list(api: &provider_http::ProviderApi, window: provider_http::Window) -> ProviderRead {
+async fn list(api: &provider_http::ProviderApi, window: ProviderWindow) -> ProviderRead {
     let listed = provider_http::list(api, window).await?;
-    let covered = crate::prepare::ProviderWindow {
-        from: window.from,
-        to: window.to,
-    };
-    Ok((listed.provider, Some(covered), listed.coverage.warnings))
+    Ok((listed.provider, Some(window), listed.coverage.warnings))
 }
 
 fn finish(

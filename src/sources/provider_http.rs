@@ -279,22 +279,8 @@ impl ProviderApi {
     }
 }
 
-/// The created-at bounds to list, microseconds, both inclusive; `None` is unbounded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Window {
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-}
-
-impl Window {
-    pub fn unbounded() -> Window {
-        Window::default()
-    }
-
-    fn contains(&self, micros: i64) -> bool {
-        self.from.is_none_or(|from| micros >= from) && self.to.is_none_or(|to| micros <= to)
-    }
-}
+/// The created-at bounds a listing is asked for.
+pub use crate::model::ProviderWindow as Window;
 
 /// What a listing covered and how it went.
 #[derive(Debug, Clone, Default)]
@@ -1278,7 +1264,7 @@ fn frame(
         let mut raw = Some(&page.raw[item.raw.clone()]);
         // Slices overlap and servers round bounds: keep exactly the asked window.
         if let Some(created) = item.field("created_at").and_then(created_micros)
-            && !window.contains(created)
+            && !window.holds(created)
         {
             continue;
         }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{EngineContext, Error, Location, Result};
-use crate::model::Table;
+use crate::model::{ProviderWindow, Table};
 use crate::sources::Tables;
 use crate::sources::snapshot;
 
@@ -199,8 +199,11 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
             provider,
             warnings: manifest.warnings.clone(),
             origins,
-            listed_window: manifest.window.provider_from.as_deref().map(|_| {
-                crate::prepare::ProviderWindow {
+            listed_window: manifest
+                .window
+                .provider_from
+                .as_deref()
+                .map(|_| ProviderWindow {
                     from: manifest
                         .window
                         .provider_from
@@ -211,8 +214,7 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
                         .provider_to
                         .as_deref()
                         .and_then(crate::timestamp::parse),
-                }
-            }),
+                }),
             snapshot_hash: Some(manifest.content_hash.clone()),
         },
         manifest,
