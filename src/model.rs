@@ -140,6 +140,11 @@ pub const ATTEMPTS: &[ColumnSpec] = &[
     c("dag_timezone", Kind::Text, true),
 ];
 
+/// The `attempts` columns that identify one task instance (all its tries).
+pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
+/// The `attempts` columns that identify one try.
+pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
+
 /// `journal`: one row per record the tasks wrote. `phase` is one of [`PHASES`] after the
 /// configured mapping of the journal's own values.
 pub const JOURNAL: &[ColumnSpec] = &[

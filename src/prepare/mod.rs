@@ -36,10 +36,7 @@ pub const BASIS_DATA_INTERVAL: &str = "data_interval";
 pub const BASIS_LOGICAL_DATE: &str = "logical_date";
 pub const BASIS_RUN_AFTER: &str = "run_after";
 
-/// The columns that identify one task instance (all its tries).
-pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
-/// The columns that identify one try.
-pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
+pub use crate::model::{TASK_INSTANCE, TRY};
 /// The columns that identify one interval of one pipeline: a DAG's task, numbered in
 /// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
 /// own pipeline, and its `name` only labels). Mapped task instances are separate operations:
