@@ -60,8 +60,8 @@ fn parse_any(text: &str) -> Option<i64> {
 }
 
 /// The forms databases and APIs write nearly always (`2026-11-01 10:00:00.123456`,
-/// `2026-11-01T10:00:00Z`, `...+00:00`), read byte by byte: chrono's format parsers, tried in
-/// turn, cost most of the time of reading a million rows. Anything else goes the slow way.
+/// `2026-11-01T10:00:00Z`, `...+00:00`), read byte by byte, so a large read does not spend its
+/// time in chrono's format parsers tried in turn. Anything else is left to those parsers.
 fn parse_common(bytes: &[u8]) -> Option<i64> {
     let digits = |range: std::ops::Range<usize>| -> Option<u32> {
         let mut value = 0u32;

@@ -497,8 +497,8 @@ struct Page {
 
 /// One listed object as kept until the listing ends: where the object's JSON text is in its
 /// page's `raw`, and the value at each mapped field's path (in `PROVIDER` order; `raw`'s is
-/// unused). The parsed JSON of a whole page is dropped as soon as the page is read: kept for a
-/// million objects it took gigabytes.
+/// unused). The parsed JSON of a whole page is dropped as soon as the page is read, so a
+/// listing holds its pages' text and the mapped values, not a tree of values per object.
 struct Object {
     raw: std::ops::Range<usize>,
     fields: Vec<Option<Value>>,
