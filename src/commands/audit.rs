@@ -70,7 +70,7 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
                 of_attempts: &|attempts| listing_window(attempts, options),
                 list_early: options.interval_from.is_none() && options.interval_to.is_none(),
             };
-            sources::load(config, &filter, &window)?
+            sources::load(config.sources(), &filter, &window)?
         }
     };
     crate::timing::phase("read", started);
