@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use onceonly::cli::{AuditArgs, Cli, Command};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
@@ -35,11 +35,11 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Completions { shell } => {
-            output::stdout(&completions::script(shell))?;
+            output::stdout(&completions::script(Cli::command(), shell))?;
             Ok(0)
         }
         Command::Man { command } => {
-            output::stdout(&man::page(command.as_deref())?)?;
+            output::stdout(&man::page(Cli::command(), command.as_deref())?)?;
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
