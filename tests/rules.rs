@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use onceonly::cells::{ints, texts};
-use onceonly::commands::audit::{self, Audit, AuditOptions};
 use onceonly::config::Config;
+use onceonly::engine::{self as audit, Audit, AuditOptions};
 use onceonly::rules::{Finding, REGISTRY};
 
 fn rules_fixtures() -> PathBuf {
