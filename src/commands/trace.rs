@@ -263,7 +263,7 @@ pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
             object_keys[row].clone(),
             Some(id.clone()),
         );
-        if live[row] == Some(true) && committed[row] != Some(true) {
+        if crate::rules::l001_lost_response::object_lost(live[row], committed[row]) {
             e.marks.push("lost-response");
         }
         if duplicates.contains(&id) {

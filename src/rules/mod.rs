@@ -2,6 +2,9 @@
 //!
 //! A rule reads the prepared frames only, never a source. Its doc comment is its
 //! documentation: `onceonly rule CODE` prints it, so docs and code cannot drift apart.
+//!
+//! A rule's file holds its detection (`check`: findings with their messages) and its repair
+//! (`repair`: the actions it proposes for one of its findings, see [`repair`]).
 
 use std::fmt;
 
@@ -9,6 +12,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::prepare::Prepared;
+use repair::{NamedRows, Repair, RepairInput};
 
 mod a001_write_after_approval_expiry;
 mod c001_overlapping_tries;
@@ -17,12 +21,13 @@ mod d002_duplicate_interval;
 mod k001_unstable_key;
 mod k002_key_payload_mismatch;
 mod k003_key_collision;
-mod l001_lost_response;
+pub mod l001_lost_response;
 mod l002_orphan_intent;
 mod l003_unjournaled_export;
 mod m001_missing_export;
 mod m002_unrecorded_success;
 mod r001_rerun_after_success;
+pub mod repair;
 mod rows;
 mod t001_ttl_replay;
 
@@ -52,6 +57,8 @@ pub trait Rule: Sync {
     /// The doc comment, as written above the rule.
     fn doc(&self) -> &'static str;
     fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
+    /// The actions proposed for one of this rule's findings (none where it needs none).
+    fn repair(&self, finding: &Finding, named: &NamedRows) -> Vec<Repair>;
 }
 
 /// Declares a rule struct whose doc comment becomes its `doc()`.
@@ -77,9 +84,9 @@ macro_rules! declare_rule {
 }
 pub(crate) use declare_rule;
 
-/// Implements [`Rule`] for a declared rule with its `check` function.
+/// Implements [`Rule`] for a declared rule with its `check` and `repair` functions.
 macro_rules! impl_rule {
-    ($name:ident, $check:path) => {
+    ($name:ident, $check:path, $repair:path) => {
         impl $crate::rules::Rule for $name {
             fn code(&self) -> &'static str {
                 Self::CODE
@@ -98,6 +105,13 @@ macro_rules! impl_rule {
                 prepared: &$crate::prepare::Prepared,
             ) -> $crate::error::Result<Vec<$crate::rules::Finding>> {
                 $check(self, prepared)
+            }
+            fn repair(
+                &self,
+                finding: &$crate::rules::Finding,
+                named: &$crate::rules::repair::NamedRows,
+            ) -> Vec<$crate::rules::repair::Repair> {
+                $repair(finding, named)
             }
         }
     };
@@ -128,6 +142,11 @@ pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
         rule.code().eq_ignore_ascii_case(code_or_name)
             || rule.name().eq_ignore_ascii_case(code_or_name)
     })
+}
+
+/// The registered rule with this code, exactly as the rule spells it.
+pub fn by_code(code: &str) -> Option<&'static dyn Rule> {
+    REGISTRY.iter().copied().find(|rule| rule.code() == code)
 }
 
 /// The doc comment as text: the one leading space rustdoc keeps on each line removed.
@@ -188,6 +207,20 @@ pub struct Finding {
     /// Against `--baseline`: `new` or `persisting` (resolved ones are listed in the report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<&'static str>,
+    /// What the rule's repair needs beyond the evidence, in the rule's own type.
+    #[serde(skip)]
+    pub repair_input: RepairInput,
+}
+
+impl Finding {
+    /// The finding with `input` kept for its rule's repair.
+    pub fn with_repair_input<T>(mut self, input: T) -> Finding
+    where
+        T: std::any::Any + fmt::Debug + PartialEq + Send + Sync,
+    {
+        self.repair_input = RepairInput::new(input);
+        self
+    }
 }
 
 /// The parts of a finding a rule decides; [`FindingDraft::finish`] adds identity and rule.
@@ -237,6 +270,7 @@ impl FindingDraft {
             message: self.message,
             evidence,
             baseline: None,
+            repair_input: RepairInput::default(),
         }
     }
 }
