@@ -4,7 +4,9 @@
 //! documentation: `onceonly rule CODE` prints it, so docs and code cannot drift apart.
 //!
 //! A rule's file holds its detection (`check`: findings with their messages) and its repair
-//! (`repair`: the actions it proposes for one of its findings, see [`repair`]).
+//! (`repair`: the actions it proposes for one of its findings, see [`repair`]). A new rule is
+//! its file, its fixture folder (`fixtures/rules/CODE/{fires,near-miss}` with a README.md each,
+//! and the snapshots its test writes) and its line in `registry!`.
 
 use std::fmt;
 
@@ -14,22 +16,35 @@ use crate::error::Result;
 use crate::prepare::Prepared;
 use repair::{NamedRows, Repair, RepairInput};
 
-mod a001_write_after_approval_expiry;
-mod c001_overlapping_tries;
-mod d001_duplicate_export;
-mod d002_duplicate_interval;
-mod k001_unstable_key;
-mod k002_key_payload_mismatch;
-mod k003_key_collision;
-pub mod l001_lost_response;
-mod l002_orphan_intent;
-mod l003_unjournaled_export;
-mod m001_missing_export;
-mod m002_unrecorded_success;
-mod r001_rerun_after_success;
 pub mod repair;
 mod rows;
-mod t001_ttl_replay;
+
+/// Declares each rule's module and lists its rule in [`REGISTRY`]: one line per rule.
+macro_rules! registry {
+    ($($module:ident::$rule:ident,)*) => {
+        $(pub mod $module;)*
+
+        /// Every rule, in code order.
+        pub static REGISTRY: &[&dyn Rule] = &[$(&$module::$rule),*];
+    };
+}
+
+registry! {
+    d001_duplicate_export::DuplicateExport,
+    d002_duplicate_interval::DuplicateInterval,
+    l001_lost_response::LostResponse,
+    l002_orphan_intent::OrphanIntent,
+    l003_unjournaled_export::UnjournaledExport,
+    m001_missing_export::MissingExport,
+    m002_unrecorded_success::UnrecordedSuccess,
+    k001_unstable_key::UnstableKey,
+    k002_key_payload_mismatch::KeyPayloadMismatch,
+    k003_key_collision::KeyCollision,
+    c001_overlapping_tries::OverlappingTries,
+    r001_rerun_after_success::RerunAfterSuccess,
+    a001_write_after_approval_expiry::WriteAfterApprovalExpiry,
+    t001_ttl_replay::TtlReplay,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -117,24 +132,6 @@ macro_rules! impl_rule {
     };
 }
 pub(crate) use impl_rule;
-
-/// Every rule, in code order.
-pub static REGISTRY: &[&dyn Rule] = &[
-    &d001_duplicate_export::DuplicateExport,
-    &d002_duplicate_interval::DuplicateInterval,
-    &l001_lost_response::LostResponse,
-    &l002_orphan_intent::OrphanIntent,
-    &l003_unjournaled_export::UnjournaledExport,
-    &m001_missing_export::MissingExport,
-    &m002_unrecorded_success::UnrecordedSuccess,
-    &k001_unstable_key::UnstableKey,
-    &k002_key_payload_mismatch::KeyPayloadMismatch,
-    &k003_key_collision::KeyCollision,
-    &c001_overlapping_tries::OverlappingTries,
-    &r001_rerun_after_success::RerunAfterSuccess,
-    &a001_write_after_approval_expiry::WriteAfterApprovalExpiry,
-    &t001_ttl_replay::TtlReplay,
-];
 
 /// Finds a rule by code (`D001`) or name (`duplicate-export`), case-insensitively.
 pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
@@ -321,7 +318,7 @@ mod tests {
         let mut codes: Vec<_> = REGISTRY.iter().map(|rule| rule.code()).collect();
         codes.sort();
         codes.dedup();
-        assert_eq!(codes.len(), 14);
+        assert_eq!(codes.len(), REGISTRY.len(), "a code is registered twice");
         for rule in REGISTRY {
             let doc = doc_text(*rule);
             for heading in [
