@@ -146,7 +146,7 @@ pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
             object.key.clone(),
             Some(id.clone()),
         );
-        if object.live == Some(true) && object.committed != Some(true) {
+        if crate::rules::l001_lost_response::object_lost(object.live, object.committed) {
             e.marks.push("lost-response");
         }
         if duplicates.contains(&id) {
