@@ -4,6 +4,7 @@
 use std::process::Command;
 
 use crate::scenario::{Scenario, fixtures};
+use crate::skip;
 
 fn dag_file() -> String {
     std::fs::read_to_string(fixtures().join("../examples/airflow/onceonly_nightly_audit.py"))
@@ -12,12 +13,13 @@ fn dag_file() -> String {
 
 #[test]
 fn the_nightly_dag_imports_in_real_airflow() {
-    let Ok(python) = std::env::var("ONCEONLY_TEST_AIRFLOW_PYTHON") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must provide Airflow: source .ci/postgres.sh first"
+    let Some(python) =
+        std::env::var_os("ONCEONLY_TEST_AIRFLOW_PYTHON").filter(|_| !skip::without("airflow"))
+    else {
+        skip::skipped(
+            "the DAG in a real Airflow",
+            "no ONCEONLY_TEST_AIRFLOW_PYTHON (`source .ci/postgres.sh` sets it)",
         );
-        eprintln!("DagBag check not run: no ONCEONLY_TEST_AIRFLOW_PYTHON");
         return;
     };
     let home = tempfile::tempdir().unwrap();

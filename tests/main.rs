@@ -24,6 +24,7 @@ mod rules;
 mod saved;
 mod scenario;
 mod schemas;
+mod skip;
 mod synth;
 mod trace;
 mod ttl_risk;

@@ -1,11 +1,13 @@
 //! Key templates: any text is a template or an error, and a template evaluates over attempts
-//! to exactly the key a reference rendering (chrono, part by part) gives; never a panic.
+//! to exactly the key a reference rendering (chrono, part by part, in each time's zone) gives;
+//! never a panic.
 #![no_main]
 
 use std::fmt::Write;
 
+use chrono::FixedOffset;
 use libfuzzer_sys::fuzz_target;
-use onceonly::keys::{KeyTemplate, Part, conf_column};
+use onceonly::keys::{KeyTemplate, Part, UTC, Zone, conf_column};
 use polars::prelude::*;
 
 const TIMES: [i64; 3] = [
@@ -13,6 +15,18 @@ const TIMES: [i64; 3] = [
     -2_208_988_800_000_000,  // 1900-01-01
     253_402_300_799_000_000, // 9999-12-31T23:59:59
 ];
+
+/// Each row's DAG zone as Airflow serializes it (`attempts.dag_timezone`): an IANA name, a fixed
+/// offset in seconds, none (UTC).
+const DAG_TIMEZONES: [Option<&str>; 3] = [Some("Europe/Berlin"), Some("-18000"), None];
+
+fn dag_zone(row: usize) -> Zone {
+    [
+        Zone::Named(chrono_tz::Europe::Berlin),
+        Zone::Offset(FixedOffset::west_opt(5 * 3600).unwrap()),
+        UTC,
+    ][row]
+}
 
 fn reference(template: &KeyTemplate, row: usize, conf: &[&str]) -> Option<String> {
     let mut key = String::new();
@@ -23,9 +37,21 @@ fn reference(template: &KeyTemplate, row: usize, conf: &[&str]) -> Option<String
                 "map_index" => (row as i64 - 1).to_string(),
                 other => format!("{other}-{row}"),
             }),
-            Part::Time(_, format) => {
-                let time = chrono::DateTime::from_timestamp_micros(TIMES[row])?.naive_utc();
-                write!(key, "{}", time.format(format)).ok()?;
+            Part::Time(_, format, zone) => {
+                let time = chrono::DateTime::from_timestamp_micros(TIMES[row])?;
+                let zone = if *zone == Zone::OfDag {
+                    dag_zone(row)
+                } else {
+                    *zone
+                };
+                match zone {
+                    Zone::Named(tz) => write!(key, "{}", time.with_timezone(&tz).format(format)),
+                    Zone::Offset(offset) => {
+                        write!(key, "{}", time.with_timezone(&offset).format(format))
+                    }
+                    Zone::OfDag => unreachable!("resolved above"),
+                }
+                .ok()?;
             }
             Part::Conf(_) => key.push_str(conf[row]),
         }
@@ -61,6 +87,7 @@ fuzz_target!(|data: &[u8]| {
             "map_index".into(),
             (0..rows).map(|r| r as i64 - 1).collect::<Vec<_>>(),
         ),
+        Column::new("dag_timezone".into(), DAG_TIMEZONES.to_vec()),
     ];
     for name in ["iv_start", "iv_end", "logical_date"] {
         columns.push(
@@ -75,16 +102,21 @@ fuzz_target!(|data: &[u8]| {
     for name in names {
         columns.push(Column::new(conf_column(name).into(), conf.to_vec()));
     }
-    let frame = DataFrame::new_infer_height(columns).unwrap();
-    let keys = match frame
+    let mut frame = DataFrame::new_infer_height(columns).unwrap();
+    // Times are formatted (by chrono) before the key is put together; a format that cannot
+    // format some row's time is an error, and only then.
+    if template.add_times(&mut frame).is_err() {
+        assert!(
+            (0..rows).any(|row| reference(&template, row, &conf).is_none()),
+            "{text:?} refused, yet chrono formats every row"
+        );
+        return;
+    }
+    let keys = frame
         .lazy()
         .select([template.expr().alias("key")])
         .collect()
-    {
-        Ok(keys) => keys,
-        // polars may refuse a format chrono accepted; an error is fine, a panic is not.
-        Err(_) => return,
-    };
+        .expect("the key from the formatted columns");
     let keys: Vec<Option<String>> = keys
         .column("key")
         .unwrap()

@@ -1,21 +1,9 @@
 //! `trace` for a terminal: the merged timeline, the tries with their verdicts, the findings
 //! and the repair; and as JSON.
 
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
-
+use super::table::terminal_table;
 use super::terminal_safe;
 use crate::commands::trace::Trace;
-
-fn table(header: &[&str]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(160)
-        .set_header(header.to_vec());
-    table
-}
 
 /// The version of `trace --format json` (docs/trace.schema.json).
 pub const FORMAT_VERSION: u32 = 1;
@@ -32,7 +20,7 @@ pub fn text(trace: &Trace) -> String {
         terminal_safe(&trace.selected_by),
         terminal_safe(&trace.intervals.join(", "))
     );
-    let mut timeline = table(&["time", "event", "try", "key", "marks"]);
+    let mut timeline = terminal_table(&["time", "event", "try", "key", "marks"]);
     for event in &trace.events {
         timeline.add_row(vec![
             event.at.clone(),
@@ -44,7 +32,7 @@ pub fn text(trace: &Trace) -> String {
     }
     out.push_str(&timeline.to_string());
     out.push_str("\n\n");
-    let mut tries = table(&[
+    let mut tries = terminal_table(&[
         "try", "task", "state", "host", "pid", "start", "end", "verdict", "object",
     ]);
     for t in &trace.tries {

@@ -1,8 +1,6 @@
 //! `ttl-risk` for a terminal, and as JSON.
 
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
-
+use super::table::terminal_table;
 use super::terminal_safe;
 use crate::commands::ttl_risk::TtlRisk;
 
@@ -32,20 +30,15 @@ pub fn text(risk: &TtlRisk) -> String {
         "key TTL: {}\n\n",
         terminal_safe(risk.ttl_source.as_deref().unwrap_or("not known"))
     ));
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(160)
-        .set_header([
-            "interval",
-            "operation",
-            "class",
-            "key",
-            "objects",
-            "why",
-            "repair",
-        ]);
+    let mut table = terminal_table(&[
+        "interval",
+        "operation",
+        "class",
+        "key",
+        "objects",
+        "why",
+        "repair",
+    ]);
     for interval in &risk.intervals {
         let operation = if interval.map_index >= 0 {
             format!("{}[{}]", interval.operation, interval.map_index)

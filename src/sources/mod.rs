@@ -4,7 +4,7 @@ pub mod airflow_api;
 pub mod airflow_db;
 pub mod database;
 pub mod journal_db;
-mod pickle;
+pub mod pickle;
 pub mod provider_http;
 pub mod retry;
 pub mod saved;
