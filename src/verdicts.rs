@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 
 use crate::cells::{IntArray, one_chunk};
+use crate::dictionary::{Dictionary, Encoded, NULL as NONE};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{NONE, Prepared};
+use crate::prepare::Prepared;
 
 pub const VERDICTS: [&str; 7] = [
     "committed",
@@ -65,8 +66,12 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
-    let (mut judged, rest) = crate::prepare::in_halves(tries.height(), |part| facts.judge(part));
-    judged.append(rest)?;
+    let mut parts =
+        crate::parallel::over_rows(tries.height(), |part| facts.judge(part)).into_iter();
+    let mut judged = parts.next().expect("over_rows gives every part");
+    for part in parts {
+        judged.append(part)?;
+    }
 
     crate::timing::phase("verdicts:tries", t);
     let mut out = tries
@@ -384,9 +389,8 @@ impl Objects {
 /// `Prepared::build` numbers them on a thread of its own once the tries are prepared, while
 /// it goes on with the journal and the objects.
 pub struct Intervals {
-    /// The intervals' numbers; an interval's key is the parts of the try that first had it.
-    /// (A table of the keys themselves took 84 MB at a million intervals.)
-    table: crate::prepare::NumberTable,
+    /// The intervals' codes; an interval's value is the parts of the try that first had it.
+    dictionary: Dictionary,
     first_tries: Vec<u32>,
     /// The parts of each try's key.
     parts: IntervalParts,
@@ -449,7 +453,7 @@ impl Intervals {
             iv_end: int("iv_end")?,
         };
         let mut intervals = Intervals {
-            table: crate::prepare::NumberTable::with_capacity(tries.height()),
+            dictionary: Dictionary::with_capacity(tries.height()),
             first_tries: Vec::new(),
             parts,
             of_try: Vec::with_capacity(tries.height()),
@@ -457,16 +461,12 @@ impl Intervals {
         };
         // Each try's interval, NULL parts and all, for ordering its tries.
         let mut ordering = Vec::with_capacity(tries.height());
-        // A try's retries often follow it: a try of the interval of the try before it takes
-        // that interval's number without hashing.
-        let mut previous: Option<(IntervalKey, u32)> = None;
+        // A try's retries often follow it: the interval of the try before is the guess.
+        let mut previous: Option<u32> = None;
         for row in 0..tries.height() {
             let key = intervals.parts.key(row);
-            let group = match previous {
-                Some((before, group)) if before == key => group,
-                _ => intervals.add(key, row as u32),
-            };
-            previous = Some((key, group));
+            let group = intervals.add(key, row as u32, previous);
+            previous = Some(group);
             ordering.push(group);
             let complete = key.0 != NONE && key.1 == 0;
             intervals.of_try.push(complete.then_some(group));
@@ -475,23 +475,22 @@ impl Intervals {
         Ok(intervals)
     }
 
-    /// The number of the interval `key`, numbering it (with `first_try` as the try that first
-    /// had it) if it is not numbered yet.
-    fn add(&mut self, key: IntervalKey, first_try: u32) -> u32 {
-        let next = self.first_tries.len() as u32;
+    /// The code of the interval `key`, coding it (with `first_try` as the try that first had
+    /// it) if it has none yet; `guess`: the code of the try before.
+    fn add(&mut self, key: IntervalKey, first_try: u32, guess: Option<u32>) -> u32 {
         let (parts, firsts) = (&self.parts, &self.first_tries);
-        let known = self
-            .table
-            .find_or_add(key, next, |n| parts.key(firsts[n as usize] as usize));
-        known.unwrap_or_else(|| {
+        let encoded = self
+            .dictionary
+            .encode(key, guess, |n| parts.key(firsts[n as usize] as usize));
+        if let Encoded::New(_) = encoded {
             self.first_tries.push(first_try);
-            next
-        })
+        }
+        encoded.code()
     }
 
-    /// The number of the interval `key`, None if no try has it.
+    /// The code of the interval `key`, None if no try has it.
     fn find(&self, key: IntervalKey) -> Option<u32> {
-        self.table.find(key, |n| {
+        self.dictionary.find(key, None, |n| {
             self.parts.key(self.first_tries[n as usize] as usize)
         })
     }

@@ -7,133 +7,10 @@
 
 use polars::prelude::*;
 
-use super::NumberTable;
 use crate::cells::one_chunk;
 use crate::config::Config;
+use crate::dictionary::{NULL as NONE, TextDictionary};
 use crate::error::{EngineContext, Result};
-
-/// The id of a NULL string.
-pub const NONE: u32 = u32::MAX;
-
-/// Dense numbers for strings: equal strings get equal numbers, counted from 0 in first-seen
-/// order; NULL is `NONE`. Keys and object ids here, operation names in the verdicts.
-///
-/// A probe compares the string with `texts[number]`. Strings are numbered in the order they
-/// are read, and later columns read them in much the same order, so `texts` is read nearly
-/// in order.
-#[derive(Default)]
-pub struct Numbers<'a> {
-    table: NumberTable,
-    texts: Vec<&'a str>,
-}
-
-impl<'a> Numbers<'a> {
-    /// The number of each cell, giving new strings new numbers.
-    pub fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        let texts = &self.texts;
-        self.table
-            .reserve(column.len(), |number| texts[number as usize]);
-        same_as_before(column, |text, previous| self.number(text, previous))
-    }
-
-    /// The string numbered right after `previous`, if it is `text`. The sources are read in
-    /// much the same order (the journal as it was written, the objects as they were created),
-    /// so the next cell's string is often the next number's, found without hashing it.
-    fn next_after(&self, previous: Option<u32>, text: &str) -> Option<u32> {
-        let next = previous? as usize + 1;
-        (self.texts.get(next) == Some(&text)).then_some(next as u32)
-    }
-
-    /// The number of `text`, numbering it if it is new.
-    fn number(&mut self, text: &'a str, previous: Option<u32>) -> u32 {
-        if let Some(next) = self.next_after(previous, text) {
-            return next;
-        }
-        let next = self.texts.len() as u32;
-        let texts = &self.texts;
-        match self
-            .table
-            .find_or_add(text, next, |number| texts[number as usize])
-        {
-            Some(known) => known,
-            None => {
-                self.texts.push(text);
-                next
-            }
-        }
-    }
-
-    /// `add` for a column whose strings are mostly numbered already: the cells are looked up
-    /// in two halves, one on a thread of its own, and only the strings not numbered yet are
-    /// then added, in the order of their cells, so the numbers are the ones `add` gives.
-    pub fn add_mostly_known(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        let this = &*self;
-        let (mut numbers, rest) = super::in_halves(column.len(), |part| {
-            this.find(&column.slice(part.start as i64, part.len()))
-        });
-        numbers.extend(rest);
-        for (row, number) in numbers.iter_mut().enumerate() {
-            if *number == NONE
-                && let Some(text) = column.get(row)
-            {
-                *number = self.number(text, None);
-            }
-        }
-        numbers
-    }
-
-    /// The number of each cell; `NONE` for strings not numbered.
-    pub fn find(&self, column: &StringChunked) -> Vec<u32> {
-        same_as_before(column, |text, previous| {
-            self.next_after(previous, text)
-                .unwrap_or_else(|| self.get(text))
-        })
-    }
-
-    /// The number of a string; `NONE` if it is not numbered.
-    pub fn get(&self, text: &str) -> u32 {
-        self.table
-            .find(text, |number| self.texts[number as usize])
-            .unwrap_or(NONE)
-    }
-
-    fn len(&self) -> usize {
-        self.texts.len()
-    }
-
-    /// The numbers with their own copies of the strings, for a map that outlives the cells.
-    pub fn owned(&self) -> PlHashMap<String, u32> {
-        self.texts
-            .iter()
-            .enumerate()
-            .map(|(number, &text)| (text.to_string(), number as u32))
-            .collect()
-    }
-}
-
-/// `number` of each cell (`NONE` for NULL), asked once per run of equal cells: a try's
-/// journal rows share their key, a run's tries their operation. `number` is also given the
-/// number of the last cell asked about.
-fn same_as_before<'c>(
-    column: &'c StringChunked,
-    mut number: impl FnMut(&'c str, Option<u32>) -> u32,
-) -> Vec<u32> {
-    let mut previous: Option<(&str, u32)> = None;
-    column
-        .iter()
-        .map(|text| {
-            let Some(text) = text else { return NONE };
-            match previous {
-                Some((before, known)) if before == text => known,
-                _ => {
-                    let known = number(text, previous.map(|(_, known)| known));
-                    previous = Some((text, known));
-                    known
-                }
-            }
-        })
-        .collect()
-}
 
 /// Which key and which object id each row holds, as dense integers shared by every frame:
 /// the same key has the same `key_id` in the journal, the tries and the objects.
@@ -191,10 +68,10 @@ impl SourceColumns {
 /// prepares the tries and the journal.
 pub struct SourceNumbers<'a> {
     columns: &'a SourceColumns,
-    keys: Numbers<'a>,
+    keys: TextDictionary<'a>,
     all_key: Vec<u32>,
     object_key: Vec<u32>,
-    ids: Numbers<'a>,
+    ids: TextDictionary<'a>,
     all_id: Vec<u32>,
     object_id: Vec<u32>,
 }
@@ -203,27 +80,29 @@ impl<'a> SourceNumbers<'a> {
     /// Keys on one thread and ids on another.
     pub fn of(columns: &'a SourceColumns) -> SourceNumbers<'a> {
         let t = std::time::Instant::now();
-        let numbered = std::thread::scope(|threads| {
-            let ids = threads.spawn(|| {
-                let mut ids = Numbers::default();
-                let journal = ids.add(&columns.all_ids);
-                let objects = ids.add(&columns.object_ids);
+        let ((keys, all_key, object_key), (ids, all_id, object_id)) = crate::parallel::side_by_side(
+            || {
+                let mut keys = TextDictionary::default();
+                let all_key = keys.encode(&columns.all_keys);
+                let object_key = keys.encode(&columns.object_keys);
+                (keys, all_key, object_key)
+            },
+            || {
+                let mut ids = TextDictionary::default();
+                let journal = ids.encode(&columns.all_ids);
+                let objects = ids.encode(&columns.object_ids);
                 (ids, journal, objects)
-            });
-            let mut keys = Numbers::default();
-            let all_key = keys.add(&columns.all_keys);
-            let object_key = keys.add(&columns.object_keys);
-            let (ids, all_id, object_id) = ids.join().expect("numbering ids does not panic");
-            SourceNumbers {
-                columns,
-                keys,
-                all_key,
-                object_key,
-                ids,
-                all_id,
-                object_id,
-            }
-        });
+            },
+        );
+        let numbered = SourceNumbers {
+            columns,
+            keys,
+            all_key,
+            object_key,
+            ids,
+            all_id,
+            object_id,
+        };
         crate::timing::phase("prepare:sources:intern", t);
         numbered
     }
@@ -275,16 +154,27 @@ pub fn attribute(
     let t = std::time::Instant::now();
     // The tries' keys are numbered and every key's home found on a thread of their own while
     // the whole journal is read for what it says of each object id.
-    let (homed, said) = std::thread::scope(|threads| {
-        let homed = threads.spawn(|| -> Result<Homed<'_>> {
+    let (said, homed) = crate::parallel::side_by_side(
+        || {
+            let numbers = JournalNumbers {
+                key_ids: &all_key,
+                ids: &all_id,
+                key_count: source_key_count,
+                id_count,
+            };
+            let said = JournalSays::of(all_journal, all_keys, numbers);
+            crate::timing::phase("prepare:objects:journal", t);
+            said
+        },
+        || -> Result<Homed<'_>> {
             // The keys of the tries and of a cut-down journal join the sources' numbering;
             // the map now borrows from their columns too.
-            let mut keys: Numbers<'_> = keys;
-            let try_key = keys.add_mostly_known(&try_keys);
+            let mut keys: TextDictionary<'_> = keys;
+            let try_key = keys.encode_mostly_known(&try_keys);
             let journal_key = if whole_journal {
                 all_key.clone()
             } else {
-                keys.add_mostly_known(&journal_keys)
+                keys.encode_mostly_known(&journal_keys)
             };
             let homes = Homes::new(journal, tries)?;
             let home = homes.best(keys.len(), &journal_key, &try_key)?;
@@ -301,17 +191,8 @@ pub fn attribute(
                 homes,
                 home,
             })
-        });
-        let numbers = JournalNumbers {
-            key_ids: &all_key,
-            ids: &all_id,
-            key_count: source_key_count,
-            id_count,
-        };
-        let said = JournalSays::of(all_journal, all_keys, numbers);
-        crate::timing::phase("prepare:objects:journal", t);
-        (homed.join().expect("finding homes does not panic"), said)
-    });
+        },
+    );
     let (homed, mut said) = (homed?, said?);
     let Homed {
         key_count,
@@ -414,9 +295,12 @@ pub fn attribute(
         (keep, out)
     };
     // In two halves, one on a thread of its own.
-    let ((mut keep, mut out), rest) = super::in_halves(provider.height(), attribute_rows);
-    keep.extend(rest.0);
-    out.extend(rest.1);
+    let mut parts = crate::parallel::over_rows(provider.height(), attribute_rows).into_iter();
+    let (mut keep, mut out) = parts.next().expect("over_rows gives every part");
+    for (part_keep, part_out) in parts {
+        keep.extend(part_keep);
+        out.extend(part_out);
+    }
 
     crate::timing::phase("prepare:objects:attribute", t);
     let journal_ids = if whole_journal {
@@ -446,14 +330,8 @@ pub fn attribute(
         .rename("interval_end", "provider_interval_end".into())
         .engine("attributing provider objects")?;
     // The creators' columns are taken on a thread of their own while the others are built.
-    let (columns, creators) = std::thread::scope(|threads| {
-        let creators = threads.spawn(|| creators(&out, all_journal));
-        let columns = out.columns(&homes);
-        (
-            columns,
-            creators.join().expect("taking the creators does not panic"),
-        )
-    });
+    let (columns, creators) =
+        crate::parallel::side_by_side(|| out.columns(&homes), || creators(&out, all_journal));
     let mut columns = columns?;
     columns.extend(creators?);
     objects
@@ -927,54 +805,4 @@ fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<
         Ok(column.take(&rows).engine(from)?.with_name(name.into()))
     })
     .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn column(cells: &[Option<&str>]) -> StringChunked {
-        cells.iter().copied().collect()
-    }
-
-    #[test]
-    fn strings_are_numbered_in_first_seen_order_across_columns() {
-        let (journal, objects) = (
-            column(&[Some("k1"), Some("k1"), None, Some("k2")]),
-            column(&[Some("k2"), Some("k3"), None, Some("k1")]),
-        );
-        let mut numbers = Numbers::default();
-        assert_eq!(numbers.add(&journal), vec![0, 0, NONE, 1]);
-        assert_eq!(numbers.add(&objects), vec![1, 2, NONE, 0]);
-        assert_eq!(numbers.get("k3"), 2);
-        assert_eq!(numbers.get("k4"), NONE);
-        assert_eq!(
-            numbers.find(&column(&[Some("k4"), Some("k2")])),
-            vec![NONE, 1]
-        );
-    }
-
-    #[test]
-    fn adding_mostly_known_strings_gives_the_numbers_adding_gives() {
-        let known = column(&[Some("a"), Some("b"), Some("c")]);
-        // New strings in both halves, repeated, and NULLs: the halves are looked up apart.
-        let tries = column(&[
-            Some("b"),
-            Some("x"),
-            None,
-            Some("a"),
-            Some("y"),
-            Some("x"),
-            Some("c"),
-            Some("z"),
-            Some("y"),
-        ]);
-        let mut one_by_one = Numbers::default();
-        one_by_one.add(&known);
-        let mut halves = Numbers::default();
-        halves.add(&known);
-        assert_eq!(halves.add_mostly_known(&tries), one_by_one.add(&tries));
-        assert_eq!(halves.len(), 6);
-        assert_eq!(halves.get("z"), one_by_one.get("z"));
-    }
 }
