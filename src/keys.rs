@@ -265,8 +265,7 @@ fn row_zones(frame: &DataFrame, zone: Zone) -> crate::error::Result<(Vec<Zone>, 
 }
 
 /// Formats a UTC datetime column with a strftime format in a zone, each distinct (time, zone)
-/// once: a million tries have a few tens of thousands of distinct interval starts, and chrono's
-/// formatting, not the lookup, was the cost (bench/scale).
+/// once: tries share few distinct interval starts, and formatting costs more than the lookup.
 pub fn format_times(
     frame: &DataFrame,
     column: &str,

@@ -23,9 +23,11 @@ use crate::parallel::Started;
 use crate::timing::Run;
 
 mod claims;
+mod intervals;
 mod objects;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
+pub use intervals::Intervals;
 pub use objects::Grouped;
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
@@ -109,7 +111,7 @@ pub struct Prepared {
     /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
     pub run_count: usize,
     /// The pipeline intervals of the tries, numbered.
-    pub intervals: crate::verdicts::Intervals,
+    pub intervals: Intervals,
     /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
     /// or reconciled row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
@@ -195,7 +197,7 @@ impl Prepared {
         let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
             let numbering = Started::start(threads, "coding the sources", || {
-                objects::SourceNumbers::of(&columns)
+                objects::SourceCodes::of(&columns)
             });
             let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
             // The tries' operation intervals are coded on a thread of their own from here on.
@@ -203,7 +205,7 @@ impl Prepared {
                 let tries = tries.clone();
                 Started::start(threads, "coding intervals", move || {
                     let t = std::time::Instant::now();
-                    let intervals = crate::verdicts::Intervals::of(&tries);
+                    let intervals = Intervals::of(&tries);
                     crate::timing::phase("prepare:intervals", t);
                     intervals
                 })
@@ -336,7 +338,7 @@ impl Prepared {
         (tries, journal, run_count): (DataFrame, DataFrame, usize),
         attributed: objects::Attributed,
         window: ProviderWindow,
-        intervals: crate::verdicts::Intervals,
+        intervals: Intervals,
         t: std::time::Instant,
     ) -> Result<Prepared> {
         let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
@@ -665,8 +667,8 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
-    let lookup = |part: Range<usize>| -> Vec<Found> {
-        let mut previous: Option<(PartialKey<'_>, Found, Option<u32>)> = None;
+    let lookup = |part: Range<usize>| -> Vec<RunAndTry> {
+        let mut previous: Option<(PartialKey<'_>, RunAndTry, Option<u32>)> = None;
         rows.slice(part.start as i64, part.len())
             .rows()
             .map(|key| match previous {
@@ -702,7 +704,7 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
 }
 
 /// A journal row's (run row, try row).
-type Found = (Option<IdxSize>, Option<IdxSize>);
+type RunAndTry = (Option<IdxSize>, Option<IdxSize>);
 
 type PartialKey<'a> = (
     Option<&'a str>,
@@ -846,8 +848,7 @@ fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame>
     if names.is_empty() {
         return Ok(attempts);
     }
-    // One pass, each conf parsed and dropped in turn: holding every parsed conf at once took
-    // hundreds of megabytes at a million tries.
+    // One pass, each conf parsed and dropped in turn, so only one parsed conf is held.
     let confs = crate::cells::text_column(&attempts, "conf")?;
     let mut values: Vec<StringChunkedBuilder> = names
         .iter()
@@ -964,8 +965,7 @@ fn interval_label(tries: &DataFrame) -> Result<Column> {
 }
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
-/// row by row into one column: evaluated as polars expressions, the intermediate columns of
-/// every part took hundreds of megabytes at a million tries.
+/// row by row into one column, with no intermediate column per part.
 fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
     use crate::keys::Part;
     // One entry per distinct template; each operation points at its template's entry.

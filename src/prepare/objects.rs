@@ -1,9 +1,7 @@
 //! Attributing provider objects: each object's key, operation, interval and creating try.
 //!
-//! At a million intervals this is a dozen joins and group-bys on long text keys (`op_key`,
-//! `external_id`). Done as polars queries they took four seconds, most of it hashing the same
-//! strings again in every step. Here each key and each id is hashed once, into a dense integer
-//! ([`Numbers`]), and every later step is an array lookup by that integer.
+//! Each key and each object id is coded once ([`TextDictionary`]), and every step after that
+//! is an array lookup by code rather than a join or group-by on text.
 
 use polars::prelude::*;
 
@@ -36,7 +34,7 @@ fn is_done(phase: Option<&str>) -> bool {
     matches!(phase, Some("committed" | "reconciled"))
 }
 
-/// NULLs last, as the sorts this replaces put them.
+/// NULLs last (the order the attribution takes rows in).
 fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
 }
@@ -66,7 +64,7 @@ impl SourceColumns {
 /// keys of the whole journal and of the objects (numbered first, so a key's number does not
 /// depend on the tries). `Prepared::build` computes them on threads of their own while it
 /// prepares the tries and the journal.
-pub struct SourceNumbers<'a> {
+pub struct SourceCodes<'a> {
     columns: &'a SourceColumns,
     keys: TextDictionary<'a>,
     all_key: Vec<u32>,
@@ -76,9 +74,9 @@ pub struct SourceNumbers<'a> {
     object_id: Vec<u32>,
 }
 
-impl<'a> SourceNumbers<'a> {
+impl<'a> SourceCodes<'a> {
     /// Keys on one thread and ids on another.
-    pub fn of(columns: &'a SourceColumns) -> SourceNumbers<'a> {
+    pub fn of(columns: &'a SourceColumns) -> SourceCodes<'a> {
         let t = std::time::Instant::now();
         let ((keys, all_key, object_key), (ids, all_id, object_id)) = crate::parallel::side_by_side(
             || {
@@ -94,7 +92,7 @@ impl<'a> SourceNumbers<'a> {
                 (ids, journal, objects)
             },
         );
-        let numbered = SourceNumbers {
+        let numbered = SourceCodes {
             columns,
             keys,
             all_key,
@@ -127,13 +125,13 @@ pub fn attribute(
     journal: &DataFrame,
     all_journal: &DataFrame,
     provider: &DataFrame,
-    sources: SourceNumbers<'_>,
+    sources: SourceCodes<'_>,
 ) -> Result<Attributed> {
     let text = crate::cells::text_column;
     let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
         Ok(one_chunk(crate::cells::int_column(frame, name)?))
     };
-    let SourceNumbers {
+    let SourceCodes {
         columns,
         keys,
         all_key,
@@ -156,17 +154,17 @@ pub fn attribute(
     // the whole journal is read for what it says of each object id.
     let (said, homed) = crate::parallel::side_by_side(
         || {
-            let numbers = JournalNumbers {
+            let numbers = JournalCodes {
                 key_ids: &all_key,
                 ids: &all_id,
                 key_count: source_key_count,
                 id_count,
             };
-            let said = JournalSays::of(all_journal, all_keys, numbers);
+            let said = JournalByObject::of(all_journal, all_keys, numbers);
             crate::timing::phase("prepare:objects:journal", t);
             said
         },
-        || -> Result<Homed<'_>> {
+        || -> Result<KeyIntervals<'_>> {
             // The keys of the tries and of a cut-down journal join the sources' numbering;
             // the map now borrows from their columns too.
             let mut keys: TextDictionary<'_> = keys;
@@ -176,7 +174,7 @@ pub fn attribute(
             } else {
                 keys.encode_mostly_known(&journal_keys)
             };
-            let homes = Homes::new(journal, tries)?;
+            let homes = IntervalSources::new(journal, tries)?;
             let home = homes.best(keys.len(), &journal_key, &try_key)?;
             let homed = if whole_journal {
                 "prepare:objects:homes"
@@ -184,7 +182,7 @@ pub fn attribute(
                 "prepare:objects:homes (audited journal a subset)"
             };
             crate::timing::phase(homed, t);
-            Ok(Homed {
+            Ok(KeyIntervals {
                 key_count: keys.len(),
                 try_key,
                 journal_key,
@@ -194,7 +192,7 @@ pub fn attribute(
         },
     );
     let (homed, mut said) = (homed?, said?);
-    let Homed {
+    let KeyIntervals {
         key_count,
         try_key,
         journal_key,
@@ -353,16 +351,16 @@ pub fn attribute(
 }
 
 /// The tries' and the audited journal's key numbers, and every key's home.
-struct Homed<'f> {
+struct KeyIntervals<'f> {
     key_count: usize,
     try_key: Vec<u32>,
     journal_key: Vec<u32>,
-    homes: Homes<'f>,
+    homes: IntervalSources<'f>,
     home: Vec<Option<u32>>,
 }
 
 /// What the whole journal says of each object id and each key.
-struct JournalSays<'a> {
+struct JournalByObject<'a> {
     /// Per object id: the smallest key of the rows naming it, and whether one is committed.
     named_key: Vec<Option<(&'a str, u32)>>,
     named: Vec<bool>,
@@ -379,21 +377,21 @@ struct JournalSays<'a> {
 }
 
 /// The whole journal's key and id numbers, each below its count.
-struct JournalNumbers<'n> {
+struct JournalCodes<'n> {
     key_ids: &'n [u32],
     ids: &'n [u32],
     key_count: usize,
     id_count: usize,
 }
 
-impl<'a> JournalSays<'a> {
+impl<'a> JournalByObject<'a> {
     /// `keys` are the whole journal's `op_key` cells.
     fn of(
         all_journal: &DataFrame,
         keys: &'a StringChunked,
-        numbers: JournalNumbers<'_>,
-    ) -> Result<JournalSays<'a>> {
-        let JournalNumbers {
+        numbers: JournalCodes<'_>,
+    ) -> Result<JournalByObject<'a>> {
+        let JournalCodes {
             key_ids,
             ids,
             key_count,
@@ -443,7 +441,7 @@ impl<'a> JournalSays<'a> {
                     .filter(|&k| k != NONE)
             })
         });
-        Ok(JournalSays {
+        Ok(JournalByObject {
             named_key,
             named,
             committed,
@@ -539,14 +537,14 @@ impl Live {
 
 /// The rows a key can take its operation interval from: the audited journal's (numbered
 /// first), then the tries' (numbered after them). The two frames are read in place, not
-/// stacked: a stacked copy took hundreds of megabytes at a million intervals.
-struct Homes<'f> {
-    journal: HomeColumns<'f>,
-    tries: HomeColumns<'f>,
+/// stacked into one copy.
+struct IntervalSources<'f> {
+    journal: IntervalSourceColumns<'f>,
+    tries: IntervalSourceColumns<'f>,
 }
 
 /// The columns of one source of homes.
-struct HomeColumns<'f> {
+struct IntervalSourceColumns<'f> {
     frame: &'f DataFrame,
     operation: StringChunked,
     dag: StringChunked,
@@ -578,12 +576,12 @@ type HomeOrder<'a> = (
     (bool, Option<&'a str>),
 );
 
-impl<'f> HomeColumns<'f> {
-    fn of(frame: &'f DataFrame) -> Result<HomeColumns<'f>> {
+impl<'f> IntervalSourceColumns<'f> {
+    fn of(frame: &'f DataFrame) -> Result<IntervalSourceColumns<'f>> {
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
-        Ok(HomeColumns {
+        Ok(IntervalSourceColumns {
             frame,
             operation: crate::cells::text_column(frame, "operation")?,
             dag: crate::cells::text_column(frame, "dag_id")?,
@@ -606,16 +604,16 @@ impl<'f> HomeColumns<'f> {
     }
 }
 
-impl<'f> Homes<'f> {
-    fn new(journal: &'f DataFrame, tries: &'f DataFrame) -> Result<Homes<'f>> {
-        Ok(Homes {
-            journal: HomeColumns::of(journal)?,
-            tries: HomeColumns::of(tries)?,
+impl<'f> IntervalSources<'f> {
+    fn new(journal: &'f DataFrame, tries: &'f DataFrame) -> Result<IntervalSources<'f>> {
+        Ok(IntervalSources {
+            journal: IntervalSourceColumns::of(journal)?,
+            tries: IntervalSourceColumns::of(tries)?,
         })
     }
 
     /// The source and row of a home's number.
-    fn at(&self, home: u32) -> (&HomeColumns<'f>, usize) {
+    fn at(&self, home: u32) -> (&IntervalSourceColumns<'f>, usize) {
         let home = home as usize;
         match home.checked_sub(self.journal.frame.height()) {
             None => (&self.journal, home),
@@ -761,7 +759,7 @@ impl<'a> ObjectColumns<'a> {
         self.commit.extend(other.commit);
     }
 
-    fn columns(&self, homes: &Homes<'_>) -> Result<Vec<Column>> {
+    fn columns(&self, homes: &IntervalSources<'_>) -> Result<Vec<Column>> {
         let mut columns = vec![
             Column::new("live".into(), &self.live),
             Column::new("named".into(), &self.named),

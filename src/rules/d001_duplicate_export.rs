@@ -30,8 +30,8 @@ declare_rule! {
 impl_rule!(DuplicateExport, check);
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Live objects per key, counted in an array indexed by the key's number (a window over a
-    // million keys took more memory than the objects themselves).
+    // Live objects per key, counted in an array indexed by the key's code (no window over
+    // the keys).
     let objects = &prepared.objects;
     let keys = crate::cells::number_column(objects, "key_id")?;
     let live = crate::cells::flag_column(objects, "live")?;

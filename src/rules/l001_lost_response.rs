@@ -30,8 +30,8 @@ declare_rule! {
 impl_rule!(LostResponse, check);
 
 fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Per key number: whether an intent was written under it, and whether an object lost
-    // under it (arrays, not joins: a million keys).
+    // Per key code: whether an intent was written under it, and whether an object lost
+    // under it (arrays indexed by key code, not joins).
     let journal_keys = number_column(&prepared.journal, "key_id")?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let mut intended = vec![false; prepared.key_count];

@@ -34,8 +34,8 @@ declare_rule! {
 impl_rule!(OrphanIntent, check);
 
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Per key number: an intent, a committed or reconciled row, the first intent's time, an
-    // object under it (arrays, not group-bys and joins: a million keys).
+    // Per key code: an intent, a committed or reconciled row, the first intent's time, an
+    // object under it (arrays indexed by key code, not group-bys and joins).
     let keys = number_column(&prepared.journal, "key_id")?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;

@@ -31,7 +31,7 @@ impl_rule!(MissingExport, check);
 
 fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The object row of each object id, and which ids are live (arrays indexed by the id's
-    // number: a million ids).
+    // code).
     let objects = &prepared.objects;
     let ids = |frame: &DataFrame| number_column(frame, "xid");
     let object_of = prepared.object_rows_by_id()?;
