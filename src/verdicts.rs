@@ -18,7 +18,7 @@ use polars::prelude::*;
 use crate::cells::one_chunk;
 use crate::dictionary::NULL as NONE;
 use crate::error::{EngineContext, Result};
-use crate::prepare::{Intervals, Prepared};
+use crate::prepare::{Intervals, Prepared, model};
 
 pub const VERDICTS: [&str; 7] = [
     "committed",
@@ -61,7 +61,7 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         end: int("end_date")?,
         iv_start: int("iv_start")?,
         expected: one_chunk(crate::cells::text_column(tries, "expected_key")?),
-        expected_key: one_chunk(crate::cells::number_column(tries, "key_id")?),
+        expected_key: one_chunk(crate::cells::number_column(tries, model::KEY_CODE)?),
         states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
@@ -290,13 +290,10 @@ impl Journal {
     fn of(prepared: &Prepared) -> Result<Journal> {
         let frame = &prepared.journal;
         let text = |name: &str| crate::cells::text_column(frame, name);
-        let number = |name: &str| -> Result<UInt32Chunked> {
-            Ok(one_chunk(crate::cells::number_column(frame, name)?))
-        };
         let phases = text("phase")?;
         let recorded = one_chunk(crate::cells::int_column(frame, "recorded_at")?);
         let external_id = text("external_id")?;
-        let try_row = crate::cells::number_column(frame, "try_row")?;
+        let try_row = prepared.journal_try_rows()?;
         let mut of_try = vec![TryJournal::default(); prepared.tries.height()];
         let earlier =
             |a: u32, b: u32| (recorded.get(a as usize), a) < (recorded.get(b as usize), b);
@@ -323,8 +320,8 @@ impl Journal {
         Ok(Journal {
             of_try,
             keys: text("op_key")?,
-            key_ids: number("key_id")?,
-            ids: number("xid")?,
+            key_ids: one_chunk(prepared.journal_key_codes()?),
+            ids: one_chunk(prepared.journal_external_id_codes()?),
             external_id,
         })
     }
@@ -357,8 +354,8 @@ struct Objects {
 impl Objects {
     fn of(prepared: &Prepared) -> Result<Objects> {
         let frame = &prepared.objects;
-        let keys = crate::cells::number_column(frame, "key_id")?;
-        let by_key = crate::prepare::Grouped::new(prepared.key_count, || keys.iter());
+        let keys = prepared.object_key_codes()?;
+        let by_key = crate::prepare::Grouped::new(prepared.codes.keys, || keys.iter());
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };

@@ -24,6 +24,7 @@ use crate::timing::Run;
 
 mod claims;
 mod intervals;
+pub mod model;
 mod objects;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
@@ -93,11 +94,10 @@ impl ProviderWindow {
     }
 }
 
-/// The joined frames, collected once and shared by every rule.
+/// The prepared tables (their columns: [`model`]), collected once and shared by every rule.
 ///
-/// `key_id` (in all three) and `xid` (in `journal` and `objects`) number the keys and the object
-/// ids densely from 0, the same string having the same number in every frame: joins and
-/// group-bys on them are on integers, and `key_count`/`id_count` bound them.
+/// Keys, object ids and runs are coded ([`model::Codes`]): the same value has the same code in
+/// every frame, so per-value facts are arrays indexed by code, sized by `codes`.
 pub struct Prepared {
     pub tries: DataFrame,
     pub journal: DataFrame,
@@ -106,14 +106,12 @@ pub struct Prepared {
     /// What the provider returns for a key it still remembers (`[provider] replay`).
     pub replay: crate::config::Replay,
     pub window: ProviderWindow,
-    pub key_count: usize,
-    pub id_count: usize,
-    /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
-    pub run_count: usize,
+    /// How many keys, object ids and runs have codes.
+    pub codes: model::Codes,
     /// The pipeline intervals of the tries, numbered.
     pub intervals: Intervals,
-    /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
-    /// or reconciled row under the key. Keys past its end are the tries' alone.
+    /// Per key code: whether the whole journal, audited or not, has a committed or reconciled
+    /// row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
     /// The pipeline interval of each object (`Intervals::of_rows`), worked out once for the
     /// verdicts and the rules that need it, after the audit has scoped `objects`.
@@ -136,14 +134,56 @@ impl Prepared {
         self.objects.clone().lazy()
     }
 
-    /// The row of `objects` of each object id (`xid`), None for ids the provider does not
-    /// list (only the journal names them). An id listed twice takes its first row.
+    /// The key code of each try (its expected key's).
+    pub fn try_key_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.tries, model::KEY_CODE)
+    }
+
+    /// The key code of each journal row.
+    pub fn journal_key_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.journal, model::KEY_CODE)
+    }
+
+    /// The key code of each object (the key it is listed or journalled under).
+    pub fn object_key_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.objects, model::KEY_CODE)
+    }
+
+    /// The object id code of each journal row.
+    pub fn journal_external_id_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.journal, model::EXTERNAL_ID_CODE)
+    }
+
+    /// The object id code of each object.
+    pub fn object_external_id_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.objects, model::EXTERNAL_ID_CODE)
+    }
+
+    /// The try (row of `tries`) of each journal row, NULL where the audit has none.
+    pub fn journal_try_rows(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.journal, model::journal::TRY_ROW)
+    }
+
+    /// The run code of each try.
+    pub fn try_run_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.tries, model::tries::RUN_CODE)
+    }
+
+    /// The pipeline interval of a try (a row of `tries`), None where a part of it is NULL.
+    pub fn interval_of_try(&self, row: usize) -> Option<u32> {
+        self.intervals.of_try(row)
+    }
+
+    /// Whether each object is live.
+    pub fn live_objects(&self) -> Result<BooleanChunked> {
+        crate::cells::flag_column(&self.objects, model::objects::LIVE)
+    }
+
+    /// The row of `objects` of each object id code, None for ids the provider does not list
+    /// (only the journal names them). An id listed twice takes its first row.
     pub fn object_rows_by_id(&self) -> Result<Vec<Option<IdxSize>>> {
-        let mut rows = vec![None; self.id_count];
-        for (row, id) in crate::cells::number_column(&self.objects, "xid")?
-            .iter()
-            .enumerate()
-        {
+        let mut rows = self.codes.per_external_id(None);
+        for (row, id) in self.object_external_id_codes()?.iter().enumerate() {
             if let Some(id) = id {
                 rows[id as usize].get_or_insert(row as IdxSize);
             }
@@ -313,7 +353,7 @@ impl Prepared {
         drop(index);
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
-        let run_numbers = numbers_column("run_number", runs.of_try);
+        let run_numbers = numbers_column(model::tries::RUN_CODE, runs.of_try);
         let mut tries = tries;
         tries.with_column(run_numbers).engine("run numbers")?;
         // Each row takes its run's interval from any try of the run (all of them agree).
@@ -326,7 +366,11 @@ impl Prepared {
             .hstack(interval.columns())
             .engine("journal intervals")?;
         journal
-            .with_column(try_row.with_name("try_row".into()).into_column())
+            .with_column(
+                try_row
+                    .with_name(model::journal::TRY_ROW.into())
+                    .into_column(),
+            )
             .engine("journal tries")?;
         crate::timing::phase("prepare:journal", t);
         Ok((tries, journal, run_count))
@@ -344,16 +388,17 @@ impl Prepared {
         let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
         let mut tries = tries;
         tries
-            .with_column(numbers_column("key_id", interned.try_keys))
+            .with_column(numbers_column(model::KEY_CODE, interned.try_keys))
             .engine("key ids")?;
         let mut journal = journal;
         journal
             .hstack_mut(&[
-                numbers_column("key_id", interned.journal_keys),
-                numbers_column("xid", interned.journal_ids),
+                numbers_column(model::KEY_CODE, interned.journal_keys),
+                numbers_column(model::EXTERNAL_ID_CODE, interned.journal_ids),
             ])
             .engine("key ids")?;
         let objects = attributed.objects;
+        model::check(&tries, &journal, &objects)?;
         crate::timing::phase("prepare:objects", t);
 
         Ok(Prepared {
@@ -363,9 +408,11 @@ impl Prepared {
             key_ttl: config.provider.key_ttl,
             replay: config.provider.replay,
             window,
-            key_count: interned.key_count,
-            id_count: interned.id_count,
-            run_count,
+            codes: model::Codes {
+                keys: interned.key_count,
+                external_ids: interned.id_count,
+                runs: run_count,
+            },
             intervals,
             committed_keys,
             object_intervals: std::sync::OnceLock::new(),

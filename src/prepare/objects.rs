@@ -10,8 +10,8 @@ use crate::config::Config;
 use crate::dictionary::{NULL as NONE, TextDictionary};
 use crate::error::{EngineContext, Result};
 
-/// Which key and which object id each row holds, as dense integers shared by every frame:
-/// the same key has the same `key_id` in the journal, the tries and the objects.
+/// Which key and which object id each row holds, as codes shared by every frame: the same
+/// key has the same key code (`model::KEY_CODE`) in the journal, the tries and the objects.
 pub struct Interned {
     pub journal_keys: Vec<u32>,
     pub journal_ids: Vec<u32>,
@@ -637,7 +637,8 @@ impl<'f> IntervalSources<'f> {
     /// A journal row whose key is its own try's expected key says nothing the try's row does
     /// not, and is passed over.
     fn best(&self, keys: usize, journal_key: &[u32], try_key: &[u32]) -> Result<Vec<Option<u32>>> {
-        let own_try = crate::cells::number_column(self.journal.frame, "try_row")?;
+        let own_try =
+            crate::cells::number_column(self.journal.frame, super::model::journal::TRY_ROW)?;
         let journal_candidates = journal_key.iter().zip(own_try.iter()).map(|(&key, own)| {
             let own = own.map_or(NONE, |row| try_key[row as usize]);
             (key != own).then_some(key)
@@ -665,7 +666,10 @@ impl<'f> IntervalSources<'f> {
     /// journal rows with no try of their own are taken from the journal.
     fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
         let journal_height = self.journal.frame.height() as u32;
-        let own_try = one_chunk(crate::cells::number_column(self.journal.frame, "try_row")?);
+        let own_try = one_chunk(crate::cells::number_column(
+            self.journal.frame,
+            super::model::journal::TRY_ROW,
+        )?);
         let mut try_rows = Vec::with_capacity(homes.len());
         let mut journal_rows = Vec::with_capacity(homes.len());
         for &home in homes {
@@ -680,7 +684,10 @@ impl<'f> IntervalSources<'f> {
             try_rows.push(in_tries);
             journal_rows.push(in_journal);
         }
-        let try_rows = IdxCa::from_iter_options("interval_try".into(), try_rows.into_iter());
+        let try_rows = IdxCa::from_iter_options(
+            super::model::objects::INTERVAL_TRY.into(),
+            try_rows.into_iter(),
+        );
         let from_journal = journal_rows.iter().any(Option::is_some).then(|| {
             let mask: BooleanChunked = journal_rows.iter().map(Option::is_some).collect();
             let rows = IdxCa::from_iter_options("home".into(), journal_rows.iter().copied());
@@ -765,12 +772,22 @@ impl<'a> ObjectColumns<'a> {
             Column::new("named".into(), &self.named),
             Column::new("committed".into(), &self.committed),
             StringChunked::from_iter_options("key".into(), self.key.iter().copied()).into_column(),
-            UInt32Chunked::from_iter_options("key_id".into(), self.key_id.iter().copied())
-                .into_column(),
-            UInt32Chunked::from_iter_options("xid".into(), self.id.iter().copied()).into_column(),
+            UInt32Chunked::from_iter_options(
+                super::model::KEY_CODE.into(),
+                self.key_id.iter().copied(),
+            )
+            .into_column(),
+            UInt32Chunked::from_iter_options(
+                super::model::EXTERNAL_ID_CODE.into(),
+                self.id.iter().copied(),
+            )
+            .into_column(),
         ];
         columns.extend(homes.take(&self.home)?);
-        columns.push(Column::new("key_journaled".into(), &self.key_journaled));
+        columns.push(Column::new(
+            super::model::objects::KEY_JOURNALED.into(),
+            &self.key_journaled,
+        ));
         columns.push(Column::new("key_ttl".into(), &self.key_ttl));
         Ok(columns)
     }
