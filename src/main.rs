@@ -1,15 +1,14 @@
 //! Parse, run, map the outcome to an exit code: 0 clean, 1 findings, 2 bad input or error.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use onceonly::cli::{AuditArgs, Cli, Command};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
-use onceonly::render::{self, Format};
+use onceonly::render;
 use onceonly::{output, timestamp};
 
 fn main() -> ExitCode {
@@ -36,11 +35,11 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Completions { shell } => {
-            output::stdout(&completions::script(shell))?;
+            output::stdout(&completions::script(Cli::command(), shell))?;
             Ok(0)
         }
         Command::Man { command } => {
-            output::stdout(&man::page(command.as_deref())?)?;
+            output::stdout(&man::page(Cli::command(), command.as_deref())?)?;
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
@@ -112,7 +111,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
             })
             .transpose()
     };
-    let options = audit::AuditOptions {
+    let options = onceonly::engine::AuditOptions {
         dag: args.dag.clone(),
         since: time("--since", &args.since)?,
         until: time("--until", &args.until)?,
@@ -158,58 +157,16 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         }
     }
     let config = Config::load(&args.config)?;
-    let started = std::time::Instant::now();
-    let audit::Audit {
-        report,
-        verdicts,
-        plan,
-        prepared,
-    } = audit::run(&config, &options)?;
-    // The joined frames are the bulk of the memory and nothing below reads them: freed now,
-    // the report is written in memory they leave rather than on top of it.
-    drop(prepared);
-    let rendering = std::time::Instant::now();
-    if let Some(path) = &args.verdicts {
-        output::write_verdicts(path, &verdicts)?;
-    }
-    if let Some(plan) = &plan {
-        if let Some(path) = &args.plan {
-            output::file(path, plan_text(path, plan).as_bytes())?;
-        }
-        if let Some(path) = &args.sql {
-            let dialect = match &config.journal.source {
-                onceonly::config::Source::Database(database) => database.dialect,
-                _ => {
-                    return Err(Error::usage(
-                        "--sql",
-                        "the journal is a snapshot file; a SQL script needs [journal] url and table",
-                    ));
-                }
-            };
-            output::file(
-                path,
-                onceonly::plan::sql::script(plan, &config.journal, dialect)?.as_bytes(),
-            )?;
-        }
-    }
-    if let Some(path) = &args.metrics {
-        let metrics = render::metrics::render(&report, started.elapsed().as_secs_f64());
-        output::file(path, metrics.as_bytes())?;
-    }
-    if let Some(path) = &args.html {
-        let page = render::render(&report, Format::Html, &verdicts)?;
-        output::file(path, page.as_bytes())?;
-    }
-    let text = render::render(&report, args.format, &verdicts)?;
-    drop(verdicts);
-    match &args.output {
-        Some(path) => output::file(path, text.as_bytes())?,
-        None => output::stdout(&text)?,
-    }
-    onceonly::timing::phase("render", rendering);
-    if args.format == Format::Table && args.output.is_none() {
-        let _ = std::io::stdout().flush();
-    }
+    let outputs = audit::Outputs {
+        format: args.format,
+        output: args.output.clone(),
+        html: args.html.clone(),
+        verdicts: args.verdicts.clone(),
+        plan: args.plan.clone(),
+        sql: args.sql.clone(),
+        metrics: args.metrics.clone(),
+    };
+    let report = audit::run(&config, &options, &outputs)?;
     Ok(u8::from(
         report.fails(args.fail_on.threshold(), args.fail_on_new),
     ))
@@ -316,22 +273,4 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
     Ok(u8::from(
         risk.intervals.iter().any(|i| i.class == "at-risk"),
     ))
-}
-
-/// The plan as the file name asks: markdown (.md), text (.txt), else the JSON document.
-fn plan_text(path: &std::path::Path, plan: &onceonly::plan::Plan) -> String {
-    match path
-        .extension()
-        .and_then(|ext| ext.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("md") => render::plan::markdown(plan),
-        Some("txt") => render::plan::text(plan),
-        _ => {
-            let mut json = serde_json::to_string_pretty(plan).expect("a plan always serializes");
-            json.push('\n');
-            json
-        }
-    }
 }

@@ -39,10 +39,7 @@ pub const BASIS_DATA_INTERVAL: &str = "data_interval";
 pub const BASIS_LOGICAL_DATE: &str = "logical_date";
 pub const BASIS_RUN_AFTER: &str = "run_after";
 
-/// The columns that identify one task instance (all its tries).
-pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
-/// The columns that identify one try.
-pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
+pub use crate::model::{TASK_INSTANCE, TRY};
 /// The columns that identify one interval of one pipeline: a DAG's task, numbered in
 /// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
 /// own pipeline, and its `name` only labels). Mapped task instances are separate operations:
@@ -65,34 +62,7 @@ pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
     order.iter().chain(then).copied().collect()
 }
 
-/// What the listing covered: objects created outside it are unknown, not absent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ProviderWindow {
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-}
-
-impl ProviderWindow {
-    /// Whether a time (microseconds) is inside the window.
-    pub fn holds(&self, at: i64) -> bool {
-        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
-    }
-
-    pub fn contains(&self) -> Expr {
-        let after = self
-            .from
-            .map(|from| col("recorded_at").gt_eq(lit(from).cast(crate::model::utc())));
-        let before = self
-            .to
-            .map(|to| col("recorded_at").lt_eq(lit(to).cast(crate::model::utc())));
-        match (after, before) {
-            (Some(a), Some(b)) => a.and(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => lit(true),
-        }
-    }
-}
+pub use crate::model::ProviderWindow;
 
 /// The prepared tables (their columns: [`model`]), collected once and shared by every rule.
 ///

@@ -3,6 +3,7 @@ use polars::prelude::*;
 use crate::cells::{ints, texts};
 use crate::error::{EngineContext, Result};
 use crate::prepare::{Prepared, TASK_INSTANCE, model};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule, try_ref};
 use crate::timestamp;
 
@@ -27,7 +28,7 @@ declare_rule! {
     /// creating.
     pub struct OverlappingTries => "C001", "overlapping-tries", Warning;
 }
-impl_rule!(OverlappingTries, check);
+impl_rule!(OverlappingTries, check, repair);
 
 fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
     // A journal row's `try_row` is the row of `tries` it belongs to (prepare matched them on
@@ -150,4 +151,13 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `investigate` (manual): check both tries' effects; make the commit atomic with the journal's one-commit-per-key constraint.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::investigate(
+        finding,
+        "overlapping-tries",
+        "check both tries' effects; make the commit atomic with the journal's one-commit-per-key constraint",
+    )
 }

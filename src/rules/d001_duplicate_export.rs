@@ -27,7 +27,11 @@ declare_rule! {
     /// are further apart than the key TTL, T001 explains why the key did not help.
     pub struct DuplicateExport => "D001", "duplicate-export", Error;
 }
-impl_rule!(DuplicateExport, check);
+impl_rule!(
+    DuplicateExport,
+    check,
+    crate::rules::repair::void_duplicates
+);
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Live objects per key, counted in an array indexed by the key's code (no window over

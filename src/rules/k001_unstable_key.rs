@@ -3,6 +3,7 @@ use polars::prelude::*;
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
 use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::JournalRows;
@@ -26,7 +27,7 @@ declare_rule! {
     /// finding names the part of the key that changed.
     pub struct UnstableKey => "K001", "unstable-key", Error;
 }
-impl_rule!(UnstableKey, check);
+impl_rule!(UnstableKey, check, repair);
 
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
@@ -68,7 +69,8 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
                     evidence.keys.join(", ")
                 ),
                 evidence,
-            }))
+            })
+            .with_repair_input(ChangedPart(part)))
         })
         .collect()
 }
@@ -111,4 +113,54 @@ pub fn unstable_part(journal: &JournalRows, rows: &[usize]) -> &'static str {
         }
     }
     "a time or random part"
+}
+
+/// Which part of the key changed between the tries (`unstable_part`), kept for the repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ChangedPart(&'static str);
+
+/// `fix-key-derivation` (manual), one action per operation: derive the key without the part
+/// that changed.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    let part = finding
+        .repair_input
+        .get::<ChangedPart>()
+        .map_or("an unstable part", |part| part.0);
+    repair::fix_key_derivation(
+        finding,
+        UnstableKey::CODE,
+        "unstable-key",
+        format!(
+            "derive the key only from what identifies the interval's operation (e.g. {{interval_start:%Y-%m-%d}}), not from {part}"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::repair::{Kind, Safety};
+
+    #[test]
+    fn the_repair_names_the_part_the_detection_found_whatever_the_message_says() {
+        let finding = UnstableKey::finding(FindingDraft {
+            operation: Some("orders".into()),
+            message: "3 tries used 3 keys".into(),
+            ..FindingDraft::default()
+        })
+        .with_repair_input(ChangedPart("the run_id"));
+        let repairs = repair(&finding, &NamedRows::default());
+        assert_eq!(repairs.len(), 1);
+        let fix = &repairs[0];
+        assert_eq!(
+            (fix.kind, fix.safety),
+            (Kind::FixKeyDerivation, Safety::Manual)
+        );
+        assert_eq!(fix.acts_on, ["orders", "K001"]);
+        assert!(
+            fix.explanation.ends_with("not from the run_id"),
+            "{}",
+            fix.explanation
+        );
+    }
 }

@@ -6,6 +6,7 @@ use crate::cells::{groups, texts};
 use crate::config::Replay;
 use crate::error::{EngineContext, Result};
 use crate::prepare::{Prepared, model};
+use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule};
 
 declare_rule! {
@@ -28,7 +29,7 @@ declare_rule! {
     /// (`reexport-new-version`, needs approval); otherwise investigate why the body changed.
     pub struct KeyPayloadMismatch => "K002", "key-payload-mismatch", Error;
 }
-impl_rule!(KeyPayloadMismatch, check);
+impl_rule!(KeyPayloadMismatch, check, repair);
 
 fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The keys seen with more than one payload, found on the key and hash columns alone
@@ -181,4 +182,25 @@ fn join_or(texts: &BTreeSet<&str>, none: &str) -> String {
     } else {
         texts.iter().copied().collect::<Vec<_>>().join(", ")
     }
+}
+
+/// `reexport-new-version` (needs approval): the wanted payload under a new key version.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    let key = finding.op_key.clone().unwrap_or_default();
+    vec![Repair {
+        targets: finding.evidence.external_ids.clone(),
+        preconditions: vec![
+            format!("the changed payload under {key} is the one wanted"),
+            "a new approval for the re-export".to_string(),
+        ],
+        explanation: format!(
+            "one key carried different payloads: export the wanted payload under a new key version (e.g. {key}:v2) with a new approval; the provider may have kept the first body"
+        ),
+        ..Repair::new(
+            Kind::ReexportNewVersion,
+            Safety::NeedsApproval,
+            "payload-changed",
+            vec![key.clone()],
+        )
+    }]
 }

@@ -2,6 +2,7 @@ use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
 use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY, model};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::TryRows;
@@ -31,7 +32,7 @@ declare_rule! {
     /// has the object, adopt it into the journal.
     pub struct UnrecordedSuccess => "M002", "unrecorded-success", Warning;
 }
-impl_rule!(UnrecordedSuccess, check);
+impl_rule!(UnrecordedSuccess, check, repair);
 
 fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     let at_provider = prepared
@@ -116,4 +117,13 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `investigate` (manual): check the task's code path for this run: it succeeded without journalling its operation.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::investigate(
+        finding,
+        "unrecorded-success",
+        "check the task's code path for this run: it succeeded without journalling its operation",
+    )
 }

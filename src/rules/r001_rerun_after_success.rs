@@ -28,7 +28,11 @@ declare_rule! {
     /// clearing old intervals, run `onceonly ttl-risk`.
     pub struct RerunAfterSuccess => "R001", "rerun-after-success", Error;
 }
-impl_rule!(RerunAfterSuccess, check);
+impl_rule!(
+    RerunAfterSuccess,
+    check,
+    crate::rules::repair::void_duplicates
+);
 
 fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
