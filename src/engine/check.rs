@@ -97,10 +97,10 @@ fn verdicts(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>, 
 /// a try with no dag_id or run_id has none, and is counted by its `(dag_id, run_id)` as read.
 fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
     let tries = &prepared.tries;
-    let numbers = crate::cells::number_column(tries, "run_number")?;
+    let numbers = prepared.try_run_codes()?;
     let text = |name: &str| crate::cells::text_column(tries, name);
     let (bases, dags, runs) = (text("basis")?, text("dag_id")?, text("run_id")?);
-    let mut basis_of_run: Vec<Option<Option<&str>>> = vec![None; prepared.run_count];
+    let mut basis_of_run: Vec<Option<Option<&str>>> = prepared.codes.per_run(None);
     // (run number, or the pair as read where there is none; basis) beyond each run's first.
     let mut others = std::collections::HashSet::new();
     for (row, (number, basis)) in numbers.iter().zip(bases.iter()).enumerate() {
@@ -129,5 +129,5 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
             .entry(basis.unwrap_or("unknown").to_string())
             .or_insert(0) += 1;
     }
-    Ok((prepared.run_count + unnumbered.len(), counts))
+    Ok((prepared.codes.runs + unnumbered.len(), counts))
 }

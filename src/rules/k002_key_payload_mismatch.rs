@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use crate::cells::{groups, texts};
 use crate::config::Replay;
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
 use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -35,26 +35,28 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The keys seen with more than one payload, found on the key and hash columns alone
     // before any row is described.
     let payloads = |frame: LazyFrame| {
-        frame.select([col("key_id"), col("payload_hash")]).filter(
-            col("key_id")
-                .is_not_null()
-                .and(col("payload_hash").is_not_null()),
-        )
+        frame
+            .select([col(model::KEY_CODE), col("payload_hash")])
+            .filter(
+                col(model::KEY_CODE)
+                    .is_not_null()
+                    .and(col("payload_hash").is_not_null()),
+            )
     };
     let mismatched_keys = concat(
         [payloads(prepared.journal()), payloads(prepared.objects())],
         UnionArgs::default(),
     )
     .engine("K002")?
-    .group_by([col("key_id")])
+    .group_by([col(model::KEY_CODE)])
     .agg([col("payload_hash").n_unique().alias("payloads")])
     .filter(col("payloads").gt(lit(1u32)))
-    .select([col("key_id")]);
+    .select([col(model::KEY_CODE)]);
     let of_mismatched = |frame: LazyFrame| {
         frame.join(
             mismatched_keys.clone(),
-            [col("key_id")],
-            [col("key_id")],
+            [col(model::KEY_CODE)],
+            [col(model::KEY_CODE)],
             JoinArgs::new(JoinType::Semi),
         )
     };

@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -36,13 +36,13 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(
             col("dag_id")
                 .n_unique()
-                .over([col("key_id")])
+                .over([col(model::KEY_CODE)])
                 .engine("window")?
                 .gt(lit(1u32))
                 .or(col("interval")
                     .drop_nulls()
                     .n_unique()
-                    .over([col("key_id")])
+                    .over([col(model::KEY_CODE)])
                     .engine("window")?
                     .gt(lit(1u32))),
         )

@@ -1,6 +1,6 @@
 use crate::cells::groups;
 use crate::error::Result;
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
 use crate::rules::repair::{JournalRow, Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
@@ -38,19 +38,19 @@ pub fn object_lost(live: Option<bool>, committed: Option<bool>) -> bool {
 }
 
 fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Per key number: whether an intent was written under it, and whether an object lost
-    // under it (arrays, not joins: a million keys).
-    let journal_keys = number_column(&prepared.journal, "key_id")?;
+    // Per key code: whether an intent was written under it, and whether an object lost
+    // under it (arrays indexed by key code, not joins).
+    let journal_keys = prepared.journal_key_codes()?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
-    let mut intended = vec![false; prepared.key_count];
+    let mut intended = prepared.codes.per_key(false);
     for (key, phase) in journal_keys.iter().zip(phases.iter()) {
         if let (Some(key), Some("intent")) = (key, phase) {
             intended[key as usize] = true;
         }
     }
-    let object_keys = number_column(&prepared.objects, "key_id")?;
+    let object_keys = prepared.object_key_codes()?;
     let (live, committed) = (
-        flag_column(&prepared.objects, "live")?,
+        prepared.live_objects()?,
         flag_column(&prepared.objects, "committed")?,
     );
     let is_lost = object_keys
@@ -65,8 +65,8 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         &["key", "created_at", "external_id"],
         "L001 objects",
     )?;
-    let mut lost_key = vec![false; prepared.key_count];
-    for key in number_column(&lost, "key_id")?.iter().flatten() {
+    let mut lost_key = prepared.codes.per_key(false);
+    for key in number_column(&lost, model::KEY_CODE)?.iter().flatten() {
         lost_key[key as usize] = true;
     }
     let writers = gather_sorted(

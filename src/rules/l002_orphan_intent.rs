@@ -5,7 +5,6 @@ use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::{JournalRows, gather_sorted};
-use crate::cells::number_column;
 
 declare_rule! {
     /// ## What it detects
@@ -35,13 +34,13 @@ declare_rule! {
 impl_rule!(OrphanIntent, check, repair);
 
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Per key number: an intent, a committed or reconciled row, the first intent's time, an
-    // object under it (arrays, not group-bys and joins: a million keys).
-    let keys = number_column(&prepared.journal, "key_id")?;
+    // Per key code: an intent, a committed or reconciled row, the first intent's time, an
+    // object under it (arrays indexed by key code, not group-bys and joins).
+    let keys = prepared.journal_key_codes()?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;
-    let mut done = vec![false; prepared.key_count];
-    let mut first_intent: Vec<Option<Option<i64>>> = vec![None; prepared.key_count];
+    let mut done = prepared.codes.per_key(false);
+    let mut first_intent: Vec<Option<Option<i64>>> = prepared.codes.per_key(None);
     for ((key, phase), at) in keys.iter().zip(phases.iter()).zip(recorded.iter()) {
         let Some(key) = key else { continue };
         let key = key as usize;
@@ -57,11 +56,11 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
             _ => {}
         }
     }
-    let mut has_object = vec![false; prepared.key_count];
-    for key in number_column(&prepared.objects, "key_id")?.iter().flatten() {
+    let mut has_object = prepared.codes.per_key(false);
+    for key in prepared.object_key_codes()?.iter().flatten() {
         has_object[key as usize] = true;
     }
-    let orphan: Vec<bool> = (0..prepared.key_count)
+    let orphan: Vec<bool> = (0..prepared.codes.keys)
         .map(|key| {
             !done[key]
                 && !has_object[key]

@@ -1,7 +1,7 @@
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
 use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -32,11 +32,11 @@ impl_rule!(MissingExport, check, repair);
 
 fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The object row of each object id, and which ids are live (arrays indexed by the id's
-    // number: a million ids).
+    // code).
     let objects = &prepared.objects;
-    let ids = |frame: &DataFrame| number_column(frame, "xid");
+    let ids = |frame: &DataFrame| number_column(frame, model::EXTERNAL_ID_CODE);
     let object_of = prepared.object_rows_by_id()?;
-    let mut live_ids = vec![false; prepared.id_count];
+    let mut live_ids = prepared.codes.per_external_id(false);
     for (id, live) in ids(objects)?
         .iter()
         .zip(flag_column(objects, "live")?.iter())

@@ -70,7 +70,7 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .collect()
         .engine("R001")?;
     // The reruns are described only for the intervals flagged, not for every interval with a
-    // success: joining run ids into text per interval took seconds at a million intervals.
+    // success: joining run ids into text is the costly part.
     let flagged_intervals = flagged
         .clone()
         .lazy()
