@@ -628,7 +628,10 @@ fn a_gzip_bomb_is_refused_as_it_unpacks() {
     // listing's usual timeout: the timeout here is generous, so the refusal, not a timeout and a
     // clean retry, is what the test sees.
     let mock = serve(7, &["gzip-bomb@1=16"]);
-    let reason = refused(&mock.url(), "max_page_bytes = 1048576\ntimeout = \"120s\"\ndeadline = \"300s\"");
+    let reason = refused(
+        &mock.url(),
+        "max_page_bytes = 1048576\ntimeout = \"120s\"\ndeadline = \"300s\"",
+    );
     assert!(
         reason.contains("page 1")
             && reason.contains("passed the 1048576 bytes a page may have (max_page_bytes)")
