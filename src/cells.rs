@@ -1,4 +1,5 @@
-//! Reading cells out of the small frames that rules collect, to build findings.
+//! Reading columns and cells out of polars frames: as Rust values where findings are built,
+//! and as arrays read row by row in the loops of the sources, prepare and the rules.
 
 use polars::prelude::*;
 
@@ -63,8 +64,8 @@ where
 }
 
 /// A text column of few distinct values: row `i` is `distinct[rows[i]]`, NULL where
-/// `rows[i]` is None. The values are written once and every row points at its own: rows
-/// copied one by one wrote each value's bytes again for every row.
+/// `rows[i]` is None. The values are written once and every row points at its own, so a
+/// value's bytes are not copied once per row.
 pub fn repeated_texts<S: AsRef<str>>(
     name: &str,
     distinct: &[S],

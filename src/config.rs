@@ -14,9 +14,10 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::keys::KeyTemplate;
 use crate::model::{JOURNAL, PHASES};
-use crate::sources::airflow_api::AirflowApi;
+use crate::sources::TableSources;
 use crate::sources::database::Database;
-use crate::sources::provider_http::ProviderApi;
+/// Where each table is read from; defined with the sources that read them, named from here too.
+pub use crate::sources::{JournalSettings, Source};
 
 mod airflow;
 mod provider;
@@ -99,59 +100,6 @@ pub enum Replay {
     /// A changed body under the key is refused (HTTP 422, as Stripe does); the same body gets
     /// the first response.
     Reject,
-}
-
-/// Where a canonical table comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    Snapshot(PathBuf),
-    /// Airflow's metadata database.
-    Database(Database),
-    /// Airflow's REST API.
-    Api(AirflowApi),
-    /// The provider's paginated listing API.
-    Listing(Box<ProviderApi>),
-}
-
-impl Source {
-    /// The margin a provider listing is configured with.
-    pub fn listing_slack(&self) -> Option<i64> {
-        match self {
-            Source::Listing(api) => Some(api.slack),
-            _ => None,
-        }
-    }
-
-    /// The source as reports name it: never with a password.
-    pub fn describe(&self) -> String {
-        match self {
-            Source::Snapshot(path) => format!("snapshot {}", path.display()),
-            Source::Database(database) => database.shown.clone(),
-            Source::Api(api) => api.shown.clone(),
-            Source::Listing(api) => api.shown.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct JournalSettings {
-    pub source: Source,
-    /// The journal table, for a database source.
-    pub table: Option<String>,
-    /// canonical column name -> the journal's own column name.
-    pub columns: BTreeMap<String, String>,
-    /// the journal's own phase value -> canonical phase.
-    pub phases: BTreeMap<String, String>,
-}
-
-impl JournalSettings {
-    /// The journal's own name for a canonical column.
-    pub fn column<'a>(&'a self, canonical: &'a str) -> &'a str {
-        self.columns
-            .get(canonical)
-            .map(String::as_str)
-            .unwrap_or(canonical)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -433,6 +381,15 @@ impl Config {
         })
     }
 
+    /// Where each canonical table is read from.
+    pub fn sources(&self) -> TableSources<'_> {
+        TableSources {
+            attempts: &self.attempts,
+            journal: &self.journal,
+            provider: &self.provider.source,
+        }
+    }
+
     /// The operation a task belongs to: the first `[[operation]]` whose globs match.
     pub fn operation_for(&self, dag_id: &str, task_id: &str) -> Option<&Operation> {
         self.operations
@@ -445,7 +402,7 @@ impl Config {
 fn busy_timeout(text: &Option<String>) -> std::result::Result<Option<Duration>, String> {
     match text {
         None => Ok(None),
-        Some(text) => provider::wait_duration(text)
+        Some(text) => crate::timestamp::parse_wait(text)
             .filter(|wait| !wait.is_zero())
             .map(Some)
             .ok_or_else(|| {

@@ -265,8 +265,7 @@ fn row_zones(frame: &DataFrame, zone: Zone) -> crate::error::Result<(Vec<Zone>, 
 }
 
 /// Formats a UTC datetime column with a strftime format in a zone, each distinct (time, zone)
-/// once: a million tries have a few tens of thousands of distinct interval starts, and chrono's
-/// formatting, not the lookup, was the cost (bench/scale).
+/// once: tries share few distinct interval starts, and formatting costs more than the lookup.
 pub fn format_times(
     frame: &DataFrame,
     column: &str,
@@ -281,37 +280,31 @@ pub fn format_times(
         .engine("formatting key times")?;
     let times = times.i64().engine("formatting key times")?;
     let mut texts: Vec<String> = Vec::new();
-    let mut seen: PlHashMap<(i64, u32), usize> = Default::default();
+    let mut formatted: Vec<(i64, u32)> = Vec::new();
+    let mut dictionary = crate::dictionary::Dictionary::default();
     let mut rows: Vec<Option<IdxSize>> = Vec::with_capacity(times.len());
-    let mut previous: Option<((i64, u32), usize)> = None;
+    // Rows of one run (or one interval) often follow each other: the row before is the guess.
+    let mut previous: Option<u32> = None;
     for (row, time) in times.iter().enumerate() {
         let Some(time) = time else {
             rows.push(None);
             continue;
         };
         let key = (time, zone_of_row.get(row).copied().unwrap_or(0));
-        // Rows of one run (or one interval) often follow each other.
-        let known = match previous {
-            Some((before, index)) if before == key => Some(index),
-            _ => seen.get(&key).copied(),
-        };
-        let index = match known {
-            Some(index) => index,
-            None => {
-                let mut text = String::new();
-                zones[key.1 as usize]
-                    .format(time, &items, &mut text)
-                    .map_err(|_| Error::Engine {
-                        doing: "formatting key times".into(),
-                        message: format!("`{format}` cannot format {column} = {time} µs"),
-                    })?;
-                texts.push(text);
-                seen.insert(key, texts.len() - 1);
-                texts.len() - 1
-            }
-        };
-        previous = Some((key, index));
-        rows.push(Some(index as IdxSize));
+        let encoded = dictionary.encode(key, previous, |code| formatted[code as usize]);
+        if let crate::dictionary::Encoded::New(_) = encoded {
+            let mut text = String::new();
+            zones[key.1 as usize]
+                .format(time, &items, &mut text)
+                .map_err(|_| Error::Engine {
+                    doing: "formatting key times".into(),
+                    message: format!("`{format}` cannot format {column} = {time} µs"),
+                })?;
+            texts.push(text);
+            formatted.push(key);
+        }
+        previous = Some(encoded.code());
+        rows.push(Some(encoded.code() as IdxSize));
     }
     let name = formatted_name(column, format, zone);
     Ok(crate::cells::repeated_texts(&name, &texts, rows.into_iter()).into_column())

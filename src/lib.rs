@@ -1,11 +1,14 @@
 //! onceonly: did each interval's side effect happen exactly once, and do our records know?
 //!
-//! Data flows one way: sources → canonical tables → rules → findings and verdicts → render.
+//! Data flows one way: sources → canonical tables → prepare → rules → findings and verdicts →
+//! plan, run as stages by `engine`; `render` writes reports, `commands` hold the subcommands.
 
 pub mod cells;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod dictionary;
+pub mod engine;
 pub mod error;
 pub mod glob;
 pub mod identity;
@@ -13,6 +16,7 @@ pub mod keys;
 pub mod memory;
 pub mod model;
 pub mod output;
+pub mod parallel;
 pub mod partition;
 pub mod plan;
 pub mod prepare;

@@ -1,15 +1,14 @@
 //! Parse, run, map the outcome to an exit code: 0 clean, 1 findings, 2 bad input or error.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
-use onceonly::cli::{AuditArgs, Cli, Command, FailOn, MergeArgs, SplitArgs};
+use onceonly::cli::{AuditArgs, Cli, Command, MergeArgs, SplitArgs};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
-use onceonly::render::{self, Format};
+use onceonly::render;
 use onceonly::{output, timestamp};
 
 fn main() -> ExitCode {
@@ -36,11 +35,11 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Completions { shell } => {
-            output::stdout(&completions::script(shell))?;
+            output::stdout(&completions::script(Cli::command(), shell))?;
             Ok(0)
         }
         Command::Man { command } => {
-            output::stdout(&man::page(command.as_deref())?)?;
+            output::stdout(&man::page(Cli::command(), command.as_deref())?)?;
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
@@ -131,7 +130,7 @@ fn slack_flag(value: &Option<String>) -> Result<Option<i64>> {
 }
 
 fn run_audit(args: &AuditArgs) -> Result<u8> {
-    let mut options = audit::AuditOptions {
+    let mut options = onceonly::engine::AuditOptions {
         dag: args.dag.clone(),
         since: time("--since", &args.since)?,
         until: time("--until", &args.until)?,
@@ -144,11 +143,11 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         plan: args.plan.is_some() || args.sql.is_some(),
         baseline: args.baseline.clone(),
         provider_window: None,
+        partition_out: None,
     };
-    let part = match (&args.partition_out, &args.from_snapshot) {
-        (Some(_), Some(dir)) => Some(partition_options(args, dir, &mut options)?),
-        _ => None,
-    };
+    if let (Some(out), Some(dir)) = (&args.partition_out, &args.from_snapshot) {
+        partition_options(args, dir, out, &mut options)?;
+    }
     if let (Some(since), Some(until)) = (options.since, options.until)
         && since >= until
     {
@@ -171,47 +170,29 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         }
     }
     let config = Config::load(&args.config)?;
-    let started = std::time::Instant::now();
-    let audit::Audit {
-        report,
-        verdicts,
-        plan,
-        prepared,
-    } = audit::run(&config, &options)?;
-    // The joined frames are the bulk of the memory and nothing below reads them: freed now,
-    // the report is written in memory they leave rather than on top of it.
-    if let (Some(dir), Some(part)) = (&args.partition_out, &part) {
-        onceonly::partition::merge::write(
-            dir,
-            part,
-            &options.rules,
-            &report,
-            &verdicts,
-            &prepared,
-        )?;
-    }
-    drop(prepared);
-    let outputs = Outputs {
+    let outputs = audit::Outputs {
         format: args.format,
-        output: args.output.as_deref(),
-        html: args.html.as_deref(),
-        fail_on: args.fail_on,
-        fail_on_new: args.fail_on_new,
-        verdicts: args.verdicts.as_deref(),
-        plan: args.plan.as_deref(),
-        sql: args.sql.as_deref(),
-        metrics: args.metrics.as_deref(),
+        output: args.output.clone(),
+        html: args.html.clone(),
+        verdicts: args.verdicts.clone(),
+        plan: args.plan.clone(),
+        sql: args.sql.clone(),
+        metrics: args.metrics.clone(),
     };
-    write_outputs(&outputs, &config, &report, verdicts, plan.as_ref(), started)
+    let report = audit::run(&config, &options, &outputs)?;
+    Ok(u8::from(
+        report.fails(args.fail_on.threshold(), args.fail_on_new),
+    ))
 }
 
-/// A partition's audit: the window comes from the part's `partition.json`; flags that say
-/// otherwise, or scope it further, are refused.
+/// A partition's audit: the window and the provider window come from the part's
+/// `partition.json`; flags that say otherwise, or scope it further, are refused.
 fn partition_options(
     args: &AuditArgs,
     dir: &std::path::Path,
-    options: &mut audit::AuditOptions,
-) -> Result<onceonly::partition::PartManifest> {
+    out: &std::path::Path,
+    options: &mut onceonly::engine::AuditOptions,
+) -> Result<()> {
     let part = onceonly::partition::PartManifest::load(dir)?;
     if args.dag.is_some() || args.interval_from.is_some() || args.interval_to.is_some() {
         return Err(Error::usage(
@@ -237,7 +218,11 @@ fn partition_options(
     options.until = recorded("--until", options.until, &part.split.until)?;
     options.slack = part.split.slack;
     options.provider_window = Some(part.provider_window());
-    Ok(part)
+    options.partition_out = Some(onceonly::engine::PartitionOut {
+        dir: out.to_path_buf(),
+        part,
+    });
+    Ok(())
 }
 
 fn run_split(args: &SplitArgs) -> Result<u8> {
@@ -260,97 +245,17 @@ fn run_split(args: &SplitArgs) -> Result<u8> {
 
 fn run_merge(args: &MergeArgs) -> Result<u8> {
     let config = Config::load(&args.config)?;
-    let started = std::time::Instant::now();
-    let merged = onceonly::commands::merge::run(
-        &args.parts,
-        args.plan.is_some() || args.sql.is_some(),
-        args.baseline.as_deref(),
-    )?;
-    let outputs = Outputs {
+    let outputs = audit::Outputs {
         format: args.format,
-        output: args.output.as_deref(),
-        html: args.html.as_deref(),
-        fail_on: args.fail_on,
-        fail_on_new: args.fail_on_new,
-        verdicts: args.verdicts.as_deref(),
-        plan: args.plan.as_deref(),
-        sql: args.sql.as_deref(),
-        metrics: args.metrics.as_deref(),
+        output: args.output.clone(),
+        html: args.html.clone(),
+        verdicts: args.verdicts.clone(),
+        plan: args.plan.clone(),
+        sql: args.sql.clone(),
+        metrics: args.metrics.clone(),
     };
-    write_outputs(
-        &outputs,
-        &config,
-        &merged.report,
-        merged.verdicts,
-        merged.plan.as_ref(),
-        started,
-    )
-}
-
-/// Where an audit's (or a merge's) report, verdicts, plan, SQL and metrics go.
-struct Outputs<'a> {
-    format: Format,
-    output: Option<&'a std::path::Path>,
-    html: Option<&'a std::path::Path>,
-    fail_on: FailOn,
-    fail_on_new: bool,
-    verdicts: Option<&'a std::path::Path>,
-    plan: Option<&'a std::path::Path>,
-    sql: Option<&'a std::path::Path>,
-    metrics: Option<&'a std::path::Path>,
-}
-
-/// Writes every output asked for; the exit code the findings give.
-fn write_outputs(
-    args: &Outputs<'_>,
-    config: &Config,
-    report: &onceonly::report::Report,
-    verdicts: polars::prelude::DataFrame,
-    plan: Option<&onceonly::plan::Plan>,
-    started: std::time::Instant,
-) -> Result<u8> {
-    let rendering = std::time::Instant::now();
-    if let Some(path) = args.verdicts {
-        output::write_verdicts(path, &verdicts)?;
-    }
-    if let Some(plan) = plan {
-        if let Some(path) = args.plan {
-            output::file(path, plan_text(path, plan).as_bytes())?;
-        }
-        if let Some(path) = args.sql {
-            let dialect = match &config.journal.source {
-                onceonly::config::Source::Database(database) => database.dialect,
-                _ => {
-                    return Err(Error::usage(
-                        "--sql",
-                        "the journal is a snapshot file; a SQL script needs [journal] url and table",
-                    ));
-                }
-            };
-            output::file(
-                path,
-                onceonly::plan::sql::script(plan, &config.journal, dialect)?.as_bytes(),
-            )?;
-        }
-    }
-    if let Some(path) = args.metrics {
-        let metrics = render::metrics::render(report, started.elapsed().as_secs_f64());
-        output::file(path, metrics.as_bytes())?;
-    }
-    if let Some(path) = args.html {
-        let page = render::render(report, Format::Html, &verdicts)?;
-        output::file(path, page.as_bytes())?;
-    }
-    let text = render::render(report, args.format, &verdicts)?;
-    drop(verdicts);
-    match args.output {
-        Some(path) => output::file(path, text.as_bytes())?,
-        None => output::stdout(&text)?,
-    }
-    onceonly::timing::phase("render", rendering);
-    if args.format == Format::Table && args.output.is_none() {
-        let _ = std::io::stdout().flush();
-    }
+    let report =
+        onceonly::commands::merge::run(&config, &args.parts, args.baseline.as_deref(), &outputs)?;
     Ok(u8::from(
         report.fails(args.fail_on.threshold(), args.fail_on_new),
     ))
@@ -457,22 +362,4 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
     Ok(u8::from(
         risk.intervals.iter().any(|i| i.class == "at-risk"),
     ))
-}
-
-/// The plan as the file name asks: markdown (.md), text (.txt), else the JSON document.
-fn plan_text(path: &std::path::Path, plan: &onceonly::plan::Plan) -> String {
-    match path
-        .extension()
-        .and_then(|ext| ext.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("md") => render::plan::markdown(plan),
-        Some("txt") => render::plan::text(plan),
-        _ => {
-            let mut json = serde_json::to_string_pretty(plan).expect("a plan always serializes");
-            json.push('\n');
-            json
-        }
-    }
 }

@@ -140,6 +140,11 @@ pub const ATTEMPTS: &[ColumnSpec] = &[
     c("dag_timezone", Kind::Text, true),
 ];
 
+/// The `attempts` columns that identify one task instance (all its tries).
+pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
+/// The `attempts` columns that identify one try.
+pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
+
 /// `journal`: one row per record the tasks wrote. `phase` is one of [`PHASES`] after the
 /// configured mapping of the journal's own values.
 pub const JOURNAL: &[ColumnSpec] = &[
@@ -170,6 +175,25 @@ pub const PROVIDER: &[ColumnSpec] = &[
     c("interval_end", Kind::Time, true),
     c("raw", Kind::Text, true),
 ];
+
+/// The created-at window a provider listing covers, microseconds, both ends inclusive; `None`
+/// is unbounded on that side. Objects created outside it are unknown, not absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProviderWindow {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl ProviderWindow {
+    pub fn unbounded() -> ProviderWindow {
+        ProviderWindow::default()
+    }
+
+    /// Whether a time (microseconds) is inside the window.
+    pub fn holds(&self, at: i64) -> bool {
+        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
+    }
+}
 
 /// The journal phases every journal is mapped onto.
 pub const PHASES: [&str; 4] = ["intent", "committed", "failed", "reconciled"];

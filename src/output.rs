@@ -132,16 +132,25 @@ fn write_in_place(target: &Path, bytes: &[u8], shown: &str) -> Result<()> {
     }
 }
 
+/// A cell starting with `= + - @` (or a tab or carriage return) is a formula to a spreadsheet;
+/// a leading `'` keeps it text. Every CSV onceonly writes passes its text cells through here.
+pub fn defuse(cell: &str) -> String {
+    match cell.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{cell}"),
+        _ => cell.to_string(),
+    }
+}
+
 /// The version of the verdict files (docs/verdicts.schema.json), in every row's last column.
 pub const VERDICTS_FORMAT_VERSION: u32 = 1;
 
 /// Verdicts as CSV (`.csv`) or NDJSON (anything else), one row per try in the order of
-/// `prepare::TRY`, timestamps in RFC 3339, each row ending with `format_version`.
+/// [`crate::model::TRY`], timestamps in RFC 3339, each row ending with `format_version`.
 pub fn write_verdicts(path: &Path, verdicts: &DataFrame) -> Result<()> {
     let mut frame = verdicts
         .clone()
         .lazy()
-        .sort(crate::prepare::TRY.to_vec(), Default::default())
+        .sort(crate::model::TRY.to_vec(), Default::default())
         .with_columns([
             col("start_date").dt().strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),
             col("end_date").dt().strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),
@@ -160,9 +169,7 @@ pub fn write_verdicts(path: &Path, verdicts: &DataFrame) -> Result<()> {
             .columns()
             .iter()
             .map(|column| match column.str() {
-                Ok(texts) => texts
-                    .apply_values(|text| crate::render::csv::defuse(text).into())
-                    .into_column(),
+                Ok(texts) => texts.apply_values(|text| defuse(text).into()).into_column(),
                 Err(_) => column.clone(),
             })
             .collect();

@@ -190,7 +190,7 @@ impl Line {
             };
             *shown.waiting.lock().expect("progress lock") = Some(format!(
                 "waiting {} ({why}) after {reason}",
-                crate::sources::retry::human(wait)
+                crate::timestamp::format_wait(wait)
             ));
             self.show();
         }

@@ -1,5 +1,9 @@
 //! The audit report: coverage, summary and findings. Everything in it is derived from the
-//! inputs, never from the clock, so the same inputs give byte-identical output.
+//! inputs, never from the clock, so the same inputs give byte-identical output. The reports
+//! of `trace` and `ttl-risk` are in the modules below.
+
+pub mod trace;
+pub mod ttl_risk;
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,7 @@
-//! Timestamps as sources write them, to and from microseconds since the epoch (UTC).
+//! Timestamps as sources write them, to and from microseconds since the epoch (UTC); durations
+//! as configs write them and as messages show them.
+
+use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 
@@ -57,8 +60,8 @@ fn parse_any(text: &str) -> Option<i64> {
 }
 
 /// The forms databases and APIs write nearly always (`2026-11-01 10:00:00.123456`,
-/// `2026-11-01T10:00:00Z`, `...+00:00`), read byte by byte: chrono's format parsers, tried in
-/// turn, cost most of the time of reading a million rows. Anything else goes the slow way.
+/// `2026-11-01T10:00:00Z`, `...+00:00`), read byte by byte, so a large read does not spend its
+/// time in chrono's format parsers tried in turn. Anything else is left to those parsers.
 fn parse_common(bytes: &[u8]) -> Option<i64> {
     let digits = |range: std::ops::Range<usize>| -> Option<u32> {
         let mut value = 0u32;
@@ -228,6 +231,37 @@ pub fn format_duration(micros: i64) -> String {
     out
 }
 
+/// A wait as a config writes it: `500ms`, or any duration [`parse_duration`] reads (`30s`,
+/// `10m`, `1h`).
+pub fn parse_wait(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Some(millis) = text.strip_suffix("ms") {
+        return millis.trim().parse::<u64>().ok().map(Duration::from_millis);
+    }
+    let micros = parse_duration(text)?;
+    u64::try_from(micros).ok().map(Duration::from_micros)
+}
+
+/// A configured wait as a config would write it, exactly: `30s`, `500ms`.
+pub fn format_setting(wait: Duration) -> String {
+    let millis = wait.as_millis();
+    if millis.is_multiple_of(1000) {
+        format!("{}s", millis / 1000)
+    } else {
+        format!("{millis}ms")
+    }
+}
+
+/// A wait as messages show it: milliseconds below a second (`250ms`), else seconds to a tenth
+/// (`1.5s`).
+pub fn format_wait(wait: Duration) -> String {
+    if wait < Duration::from_secs(1) {
+        format!("{}ms", wait.as_millis())
+    } else {
+        format!("{:.1}s", wait.as_secs_f64())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +348,11 @@ mod tests {
         assert_eq!(parse_duration("12"), None);
         assert_eq!(parse_duration("3x"), None);
         assert_eq!(format_duration(129_600_000_000), "1d12h");
+        assert_eq!(parse_wait("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_wait("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(format_setting(Duration::from_secs(30)), "30s");
+        assert_eq!(format_setting(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_wait(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_wait(Duration::from_millis(1500)), "1.5s");
     }
 }

@@ -15,9 +15,10 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use crate::cells::{IntArray, one_chunk};
+use crate::cells::one_chunk;
+use crate::dictionary::NULL as NONE;
 use crate::error::{EngineContext, Result};
-use crate::prepare::{NONE, Prepared};
+use crate::prepare::{Intervals, Prepared, model};
 
 pub const VERDICTS: [&str; 7] = [
     "committed",
@@ -33,8 +34,7 @@ pub const VERDICTS: [&str; 7] = [
 /// to and its verdict.
 ///
 /// Every step is a pass over arrays indexed by the try's row, the object's row or the dense
-/// key and id numbers `prepare` gave each frame: at a million tries the joins and group-bys on
-/// text keys this replaces took seconds.
+/// key and id codes `prepare` gave each frame, not a join or group-by on text keys.
 ///
 /// Also returns how many tries had each verdict (those no try had are left out).
 pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>)> {
@@ -45,14 +45,14 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
     let objects = Objects::of(prepared)?;
     crate::timing::phase("verdicts:read", t);
     let t = std::time::Instant::now();
-    let first_live = intervals.first_live(&objects);
+    let first_live = first_live(intervals, &objects);
     crate::timing::phase("verdicts:first_live", t);
     let t = std::time::Instant::now();
 
     let int = |name: &str| -> Result<Int64Chunked> {
         Ok(one_chunk(crate::cells::int_column(tries, name)?))
     };
-    let facts = Facts {
+    let facts = VerdictInputs {
         journal,
         objects,
         intervals,
@@ -61,12 +61,16 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         end: int("end_date")?,
         iv_start: int("iv_start")?,
         expected: one_chunk(crate::cells::text_column(tries, "expected_key")?),
-        expected_key: one_chunk(crate::cells::number_column(tries, "key_id")?),
+        expected_key: one_chunk(crate::cells::number_column(tries, model::KEY_CODE)?),
         states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
-    let (mut judged, rest) = crate::prepare::in_halves(tries.height(), |part| facts.judge(part));
-    judged.append(rest)?;
+    let mut parts =
+        crate::parallel::over_rows(tries.height(), |part| facts.judge(part)).into_iter();
+    let mut judged = parts.next().expect("over_rows gives every part");
+    for part in parts {
+        judged.append(part)?;
+    }
 
     crate::timing::phase("verdicts:tries", t);
     let mut out = tries
@@ -111,7 +115,7 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
 }
 
 /// What the verdicts are drawn from.
-struct Facts<'a> {
+struct VerdictInputs<'a> {
     journal: Journal,
     objects: Objects,
     intervals: &'a Intervals,
@@ -144,9 +148,9 @@ impl Judged {
     }
 }
 
-impl Facts<'_> {
+impl VerdictInputs<'_> {
     fn judge(&self, rows: std::ops::Range<usize>) -> Judged {
-        let Facts {
+        let VerdictInputs {
             journal,
             objects,
             intervals,
@@ -197,7 +201,8 @@ impl Facts<'_> {
             let created_at = committed_created.or(created_created);
 
             // A duplicate: a live object of the interval already existed when this one was created.
-            let first = intervals.of_try[row]
+            let first = intervals
+                .of_try(row)
                 .and_then(|group| first_live[group as usize])
                 .map(|first| {
                     (
@@ -218,7 +223,7 @@ impl Facts<'_> {
             // of a glob operation) is not this interval's replay.
             let own_interval = match committed_object {
                 None => true,
-                Some(object) => match (objects.interval[object as usize], intervals.of_try[row]) {
+                Some(object) => match (objects.interval[object as usize], intervals.of_try(row)) {
                     (Some(its), Some(ours)) => its == ours,
                     _ => objects
                         .iv_start
@@ -227,7 +232,7 @@ impl Facts<'_> {
                 },
             };
             let replayed = rows.reconciled
-                || matches!((committed_created, intervals.ended[row]), (Some(c), Some(e)) if c <= e);
+                || matches!((committed_created, intervals.earlier_ended(row)), (Some(c), Some(e)) if c <= e);
             let verdict = if committed.is_some() && own_interval && replayed {
                 "reconciled"
             } else if committed.is_some() && is_later_duplicate {
@@ -263,7 +268,7 @@ impl Facts<'_> {
 /// What a try's journal rows say, in the order they were recorded (NULL times first, then
 /// the order read).
 #[derive(Clone, Copy, Default)]
-struct TryRows {
+struct TryJournal {
     /// Its first row.
     first: Option<u32>,
     /// Its first committed or reconciled row that names an object.
@@ -274,7 +279,7 @@ struct TryRows {
 }
 
 struct Journal {
-    of_try: Vec<TryRows>,
+    of_try: Vec<TryJournal>,
     keys: StringChunked,
     key_ids: UInt32Chunked,
     ids: UInt32Chunked,
@@ -285,14 +290,11 @@ impl Journal {
     fn of(prepared: &Prepared) -> Result<Journal> {
         let frame = &prepared.journal;
         let text = |name: &str| crate::cells::text_column(frame, name);
-        let number = |name: &str| -> Result<UInt32Chunked> {
-            Ok(one_chunk(crate::cells::number_column(frame, name)?))
-        };
         let phases = text("phase")?;
         let recorded = one_chunk(crate::cells::int_column(frame, "recorded_at")?);
         let external_id = text("external_id")?;
-        let try_row = crate::cells::number_column(frame, "try_row")?;
-        let mut of_try = vec![TryRows::default(); prepared.tries.height()];
+        let try_row = prepared.journal_try_rows()?;
+        let mut of_try = vec![TryJournal::default(); prepared.tries.height()];
         let earlier =
             |a: u32, b: u32| (recorded.get(a as usize), a) < (recorded.get(b as usize), b);
         for (row, (try_row, phase)) in try_row.iter().zip(phases.iter()).enumerate() {
@@ -318,8 +320,8 @@ impl Journal {
         Ok(Journal {
             of_try,
             keys: text("op_key")?,
-            key_ids: number("key_id")?,
-            ids: number("xid")?,
+            key_ids: one_chunk(prepared.journal_key_codes()?),
+            ids: one_chunk(prepared.journal_external_id_codes()?),
             external_id,
         })
     }
@@ -352,8 +354,8 @@ struct Objects {
 impl Objects {
     fn of(prepared: &Prepared) -> Result<Objects> {
         let frame = &prepared.objects;
-        let keys = crate::cells::number_column(frame, "key_id")?;
-        let by_key = crate::prepare::Grouped::new(prepared.key_count, || keys.iter());
+        let keys = prepared.object_key_codes()?;
+        let by_key = crate::prepare::Grouped::new(prepared.codes.keys, || keys.iter());
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
@@ -378,223 +380,18 @@ impl Objects {
     }
 }
 
-/// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, numbered. Pipelines are
-/// numbered already (`prepare`), so the intervals are hashed as integers.
-///
-/// `Prepared::build` numbers them on a thread of its own once the tries are prepared, while
-/// it goes on with the journal and the objects.
-pub struct Intervals {
-    /// The intervals' numbers; an interval's key is the parts of the try that first had it.
-    /// (A table of the keys themselves took 84 MB at a million intervals.)
-    table: crate::prepare::NumberTable,
-    first_tries: Vec<u32>,
-    /// The parts of each try's key.
-    parts: IntervalParts,
-    /// Each try's interval; None where one of its parts is NULL (it matches no object).
-    of_try: Vec<Option<u32>>,
-    /// When the earlier tries of each try's interval had ended (`earlier_tries_ended`).
-    ended: Vec<Option<i64>>,
-}
-
-struct IntervalParts {
-    pipeline: UInt32Chunked,
-    map_index: IntArray,
-    iv_start: IntArray,
-    iv_end: IntArray,
-}
-
-impl IntervalParts {
-    fn key(&self, row: usize) -> IntervalKey {
-        interval_key(
-            self.pipeline.get(row),
-            self.map_index.get(row),
-            self.iv_start.get(row),
-            self.iv_end.get(row),
-        )
-    }
-}
-
-/// (pipeline, which of the others are NULL, map index, interval start, interval end), packed
-/// into 32 bytes: the table holds a million of them.
-type IntervalKey = (u32, u8, i64, i64, i64);
-
-fn interval_key(
-    pipeline: Option<u32>,
-    map: Option<i64>,
-    start: Option<i64>,
-    end: Option<i64>,
-) -> IntervalKey {
-    let nulls =
-        u8::from(map.is_none()) | u8::from(start.is_none()) << 1 | u8::from(end.is_none()) << 2;
-    (
-        pipeline.unwrap_or(NONE),
-        nulls,
-        map.unwrap_or_default(),
-        start.unwrap_or_default(),
-        end.unwrap_or_default(),
-    )
-}
-
-impl Intervals {
-    pub fn of(tries: &DataFrame) -> Result<Intervals> {
-        let int = |name: &str| -> Result<IntArray> {
-            Ok(crate::cells::one_array(&crate::cells::int_column(
-                tries, name,
-            )?))
+/// Per interval, its first live object: by creation time (NULL first), then id.
+fn first_live(intervals: &Intervals, objects: &Objects) -> Vec<Option<u32>> {
+    let mut first: Vec<Option<u32>> = vec![None; intervals.count()];
+    for (row, (group, live)) in objects.interval.iter().zip(objects.live.iter()).enumerate() {
+        let (Some(group), Some(true)) = (group, live) else {
+            continue;
         };
-        let parts = IntervalParts {
-            pipeline: one_chunk(crate::cells::number_column(tries, "pipeline")?),
-            map_index: int("map_index")?,
-            iv_start: int("iv_start")?,
-            iv_end: int("iv_end")?,
-        };
-        let mut intervals = Intervals {
-            table: crate::prepare::NumberTable::with_capacity(tries.height()),
-            first_tries: Vec::new(),
-            parts,
-            of_try: Vec::with_capacity(tries.height()),
-            ended: Vec::new(),
-        };
-        // Each try's interval, NULL parts and all, for ordering its tries.
-        let mut ordering = Vec::with_capacity(tries.height());
-        // A try's retries often follow it: a try of the interval of the try before it takes
-        // that interval's number without hashing.
-        let mut previous: Option<(IntervalKey, u32)> = None;
-        for row in 0..tries.height() {
-            let key = intervals.parts.key(row);
-            let group = match previous {
-                Some((before, group)) if before == key => group,
-                _ => intervals.add(key, row as u32),
-            };
-            previous = Some((key, group));
-            ordering.push(group);
-            let complete = key.0 != NONE && key.1 == 0;
-            intervals.of_try.push(complete.then_some(group));
+        let slot = &mut first[*group as usize];
+        let row = row as u32;
+        if slot.is_none_or(|current| objects.order(row) < objects.order(current)) {
+            *slot = Some(row);
         }
-        intervals.ended = earlier_tries_ended(tries, &ordering)?;
-        Ok(intervals)
     }
-
-    /// The number of the interval `key`, numbering it (with `first_try` as the try that first
-    /// had it) if it is not numbered yet.
-    fn add(&mut self, key: IntervalKey, first_try: u32) -> u32 {
-        let next = self.first_tries.len() as u32;
-        let (parts, firsts) = (&self.parts, &self.first_tries);
-        let known = self
-            .table
-            .find_or_add(key, next, |n| parts.key(firsts[n as usize] as usize));
-        known.unwrap_or_else(|| {
-            self.first_tries.push(first_try);
-            next
-        })
-    }
-
-    /// The number of the interval `key`, None if no try has it.
-    fn find(&self, key: IntervalKey) -> Option<u32> {
-        self.table.find(key, |n| {
-            self.parts.key(self.first_tries[n as usize] as usize)
-        })
-    }
-
-    /// How many intervals there are: every interval's number is below it.
-    pub fn count(&self) -> usize {
-        self.first_tries.len()
-    }
-
-    /// The interval of a try (a row of `tries`), None where a part of it is NULL.
-    pub fn of_try(&self, row: usize) -> Option<u32> {
-        self.of_try[row]
-    }
-
-    /// The interval of each row of a frame with the `PIPELINE_INTERVAL` columns and
-    /// `interval_try` (the objects, whose home may be a try): the interval of the try it names
-    /// where it names one, else the interval its columns name, if a try has it.
-    pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
-        let interval_try = match frame.column("interval_try") {
-            Ok(_) => one_chunk(crate::cells::number_column(frame, "interval_try")?),
-            Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
-        };
-        // Most rows name a try; the columns are read only for those that do not.
-        let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(one_chunk(crate::cells::int_column(frame, name)?))
-        };
-        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let pipeline = one_chunk(crate::cells::number_column(frame, "pipeline")?);
-        let named = |row: usize| {
-            let parts = (
-                pipeline.get(row),
-                map_index.get(row),
-                iv_start.get(row),
-                iv_end.get(row),
-            );
-            match parts {
-                (pipeline @ Some(_), map @ Some(_), start @ Some(_), end @ Some(_)) => {
-                    self.find(interval_key(pipeline, map, start, end))
-                }
-                _ => None,
-            }
-        };
-        Ok(interval_try
-            .iter()
-            .enumerate()
-            .map(|(row, try_row)| match try_row {
-                Some(try_row) => self.of_try[try_row as usize],
-                None => named(row),
-            })
-            .collect())
-    }
-
-    /// Per interval, its first live object: by creation time (NULL first), then id.
-    fn first_live(&self, objects: &Objects) -> Vec<Option<u32>> {
-        let mut first: Vec<Option<u32>> = vec![None; self.count()];
-        for (row, (group, live)) in objects.interval.iter().zip(objects.live.iter()).enumerate() {
-            let (Some(group), Some(true)) = (group, live) else {
-                continue;
-            };
-            let slot = &mut first[*group as usize];
-            let row = row as u32;
-            if slot.is_none_or(|current| objects.order(row) < objects.order(current)) {
-                *slot = Some(row);
-            }
-        }
-        first
-    }
-}
-
-/// When the earlier tries of each try's pipeline interval had ended (the latest end among the
-/// interval's tries that started before it; ties in start go by try number, then run id). An
-/// object created by then was not created by this try. (Not "before this try started":
-/// providers often round creation times to the second, which would make every object look
-/// older.) `ordering` is each try's interval number.
-fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option<i64>>> {
-    let int = |name: &str| crate::cells::int_column(tries, name);
-    let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
-    let run_id = crate::cells::text_column(tries, "run_id")?;
-    // (interval, start, try number, row): the order tries follow in an interval, the run
-    // id (read only on a tie) last.
-    type Place = (u32, Option<i64>, Option<i64>, u32);
-    let mut order: Vec<Place> = ordering
-        .iter()
-        .zip(start.iter().zip(try_number.iter()))
-        .enumerate()
-        .map(|(row, (&group, (start, number)))| (group, start, number, row as u32))
-        .collect();
-    order.sort_unstable_by(|a, b| {
-        (a.0, a.1, a.2)
-            .cmp(&(b.0, b.1, b.2))
-            .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
-            .then(a.3.cmp(&b.3))
-    });
-    let end = one_chunk(end);
-    let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
-    let mut latest: Option<i64> = None;
-    for (position, &(group, .., row)) in order.iter().enumerate() {
-        if position == 0 || order[position - 1].0 != group {
-            latest = None;
-        }
-        let row = row as usize;
-        ended[row] = latest;
-        latest = latest.max(end.get(row));
-    }
-    Ok(ended)
+    first
 }

@@ -201,6 +201,10 @@ fn keys_of_another_style_kind_or_source_are_refused_at_their_line() {
             "line 8: [provider] unknown key `next_cursr` (known: ",
         ),
         (
+            config(snapshot, listing),
+            "line 6: [provider] the listing needs `pagination`: \"cursor\", \"link\", \"page\", \"offset\", \"stripe\" or \"relay\"",
+        ),
+        (
             config(snapshot, &format!("{listing}\npagination = \"graphql\"")),
             "line 7: [provider] pagination = \"graphql\": unknown variant `graphql`, expected one of `cursor`, `link`, `page`, `offset`, `stripe`, `relay`",
         ),

@@ -2,10 +2,10 @@
 //! scenario is read (saved snapshot; Airflow SQLite + journal SQLite + the provider listed
 //! from the loopback mock), and a seed always gives the same scenario.
 
-use onceonly::commands::audit::{self, AuditOptions};
 use onceonly::commands::mock_provider::{self, MockOptions, MockPagination};
 use onceonly::commands::synth::{self, Expected, Layout, Rates, SynthOptions};
 use onceonly::config::Config;
+use onceonly::engine::{self as audit, AuditOptions};
 use onceonly::rules::Finding;
 
 use crate::scenario::{onceonly, stderr, stdout};

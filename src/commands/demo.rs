@@ -9,9 +9,9 @@
 
 use std::path::PathBuf;
 
-use crate::commands::audit::{self, Audit, AuditOptions};
 use crate::commands::mock_provider::{self, MockOptions, MockPagination};
 use crate::config::Config;
+use crate::engine::{self, Audit, AuditOptions};
 use crate::error::{Error, Result};
 
 const FILES: [(&str, &[u8]); 3] = [
@@ -81,7 +81,7 @@ interval_end = "metadata.interval_end"
     let config = format!("{}{listing}{}", &config[..start], &config[end..]);
     std::fs::write(&path, config).map_err(|err| Error::io(path.display().to_string(), err))?;
     let config = Config::load(&path)?;
-    audit::run(&config, &AuditOptions::default())
+    engine::run(&config, &AuditOptions::default())
 }
 
 /// A folder removed when the demo ends, whatever happens.

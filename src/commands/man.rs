@@ -1,13 +1,10 @@
 //! `onceonly man [COMMAND]`: the manual page (roff) generated from the clap definitions:
 //! onceonly(1), or onceonly-COMMAND(1) for one subcommand (the page onceonly(1) refers to).
 
-use clap::CommandFactory;
-
-use crate::cli::Cli;
 use crate::error::{Error, Result};
 
-pub fn page(command: Option<&str>) -> Result<String> {
-    let mut cli = Cli::command();
+/// The page of `cli` (the command line's clap definition), or of its subcommand `command`.
+pub fn page(mut cli: clap::Command, command: Option<&str>) -> Result<String> {
     // Built, so each subcommand knows its display name (`onceonly-audit`) and bin name.
     cli.build();
     let shown = match command {

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::commands::audit::{self, AuditOptions};
 use crate::config::Config;
+use crate::engine::{self, AuditOptions};
 use crate::error::{Error, Result};
 use crate::partition::{self, PART_FILE, PartManifest, SplitInfo};
 use crate::sources;
@@ -47,18 +47,18 @@ pub fn run(config: &Config, options: &SplitOptions, out: &Path) -> Result<Vec<Pa
                 until: options.until,
             };
             let window = sources::ListingWindow {
-                slack: audit_options.slack.unwrap_or(audit::DEFAULT_SLACK),
-                of_attempts: &|attempts| audit::listing_window(attempts, &audit_options),
+                slack: audit_options.slack.unwrap_or(engine::DEFAULT_SLACK),
+                of_attempts: &|attempts| engine::listing_window(attempts, &audit_options),
                 list_early: true,
             };
-            sources::load(config, &filter, &window)?
+            sources::load(config.sources(), &filter, &window)?
         }
     };
     // The provider window of the whole audit: around all audited tries when there is an
     // activity window, else what the listing covered (as `audit` scopes it).
     let windowed = options.since.is_some() || options.until.is_some();
     let window = if windowed {
-        Some(audit::listing_window(&tables.attempts, &audit_options)?)
+        Some(engine::listing_window(&tables.attempts, &audit_options)?)
     } else {
         None
     };

@@ -772,7 +772,7 @@ pub fn config(dags: usize, layout: Layout, url: Option<&str>) -> String {
 
 /// `[provider]` listing the mock provider (`onceonly mock-provider --state provider_state.json`).
 /// The listing may send 100 requests a second (Stripe's documented read limit in live mode),
-/// not the default 10: at 10 a million-object listing is 110 s of waiting on purpose.
+/// not the default 10, at which a listing of a large scenario would mostly wait on the limit.
 pub fn listing(url: &str) -> String {
     format!(
         r#"[provider]

@@ -2,14 +2,13 @@
 //! and provider object of it, merged in time order, each try with its verdict, then the
 //! findings and the repair.
 
-use polars::prelude::*;
-use serde::Serialize;
+use polars::prelude::DataFrame;
 
-use crate::cells::{bools, ints, texts};
-use crate::commands::audit::{self, AuditOptions};
+use crate::cells::{ints, texts};
 use crate::config::Config;
-use crate::error::{EngineContext, Error, Result};
-use crate::plan::Action;
+use crate::engine::{self, AuditOptions};
+use crate::error::{Error, Result};
+use crate::report::trace::{Event, Trace, TraceTry};
 use crate::rules::{Finding, try_ref};
 use crate::timestamp;
 
@@ -22,120 +21,34 @@ pub enum Selector {
     Key(String),
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Trace {
-    pub dag_id: String,
-    pub selected_by: String,
-    pub intervals: Vec<String>,
-    pub tries: Vec<TraceTry>,
-    pub events: Vec<Event>,
-    pub findings: Vec<Finding>,
-    pub repairs: Vec<Action>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TraceTry {
-    #[serde(rename = "try")]
-    pub try_ref: String,
-    pub task_id: String,
-    pub state: Option<String>,
-    pub hostname: Option<String>,
-    pub pid: Option<i64>,
-    pub start_date: Option<String>,
-    pub end_date: Option<String>,
-    pub verdict: String,
-    pub op_key: Option<String>,
-    pub external_id: Option<String>,
-    #[serde(skip)]
-    pub start: Option<i64>,
-    #[serde(skip)]
-    pub end: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    pub at: String,
-    #[serde(skip)]
-    pub micros: i64,
-    /// `try-start`, `try-end`, `journal`, `provider`.
-    pub kind: &'static str,
-    #[serde(rename = "try")]
-    pub try_ref: Option<String>,
-    pub what: String,
-    pub op_key: Option<String>,
-    pub external_id: Option<String>,
-    /// `lost-response`, `duplicate`, `void`: what a reader should see at a glance.
-    pub marks: Vec<&'static str>,
-}
-
 pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
     let options = AuditOptions {
         dag: Some(dag.to_string()),
         plan: true,
         ..AuditOptions::default()
     };
-    let audit = audit::run(config, &options)?;
-    let prepared = &audit.prepared;
-    let dag_lit = || col("dag_id").eq(lit(dag.to_string()));
+    let audit = engine::run(config, &options)?;
 
     // Which intervals (and keys) the selector means.
     let (intervals, keys, selected_by): (Vec<String>, Vec<String>, String) = match selector {
-        Selector::Interval(at) => {
-            let at = lit(*at).cast(crate::model::utc());
-            let hits = prepared
-                .tries()
-                .filter(
-                    dag_lit().and(
-                        col("iv_start")
-                            .eq(at.clone())
-                            .or(col("iv_start").lt_eq(at.clone()).and(col("iv_end").gt(at))),
-                    ),
-                )
-                .collect()
-                .engine("trace: intervals")?;
-            (
-                distinct(texts(&hits, "interval")?),
-                Vec::new(),
-                "interval".to_string(),
-            )
-        }
-        Selector::RunId(run_id) => {
-            let hits = prepared
-                .tries()
-                .filter(dag_lit().and(col("run_id").eq(lit(run_id.clone()))))
-                .collect()
-                .engine("trace: run")?;
-            (
-                distinct(texts(&hits, "interval")?),
-                Vec::new(),
-                format!("run {run_id}"),
-            )
-        }
-        Selector::Key(key) => {
-            let journal = prepared
-                .journal()
-                .filter(col("op_key").eq(lit(key.clone())))
-                .collect()
-                .engine("trace: key")?;
-            let objects = prepared
-                .objects()
-                .filter(col("key").eq(lit(key.clone())))
-                .collect()
-                .engine("trace: key")?;
-            let mut intervals = texts(&journal, "interval")?;
-            intervals.extend(texts(&objects, "interval")?);
-            (distinct(intervals), vec![key.clone()], format!("key {key}"))
-        }
+        Selector::Interval(at) => (
+            audit.intervals_at(dag, *at)?,
+            Vec::new(),
+            "interval".to_string(),
+        ),
+        Selector::RunId(run_id) => (
+            audit.intervals_of_run(dag, run_id)?,
+            Vec::new(),
+            format!("run {run_id}"),
+        ),
+        Selector::Key(key) => (
+            audit.intervals_of_key(key)?,
+            vec![key.clone()],
+            format!("key {key}"),
+        ),
     };
     if intervals.is_empty() && keys.is_empty() {
-        let known = prepared
-            .tries()
-            .filter(dag_lit())
-            .select([col("interval")])
-            .unique(None, UniqueKeepStrategy::Any)
-            .collect()
-            .engine("trace: intervals")?
-            .height();
+        let known = audit.interval_count(dag)?;
         return Err(Error::usage(
             "trace",
             format!(
@@ -144,24 +57,9 @@ pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
         ));
     }
 
-    let in_interval = |frame: LazyFrame, key_column: &str| {
-        let interval_list = lit(Series::new("i".into(), intervals.clone())).implode(false);
-        let key_list = lit(Series::new("k".into(), keys.clone())).implode(false);
-        frame.filter(
-            dag_lit()
-                .and(col("interval").is_in(interval_list, false))
-                .or(col(key_column).is_in(key_list, false)),
-        )
-    };
-    let journal = in_interval(prepared.journal(), "op_key")
-        .collect()
-        .engine("trace: journal")?;
-    let objects = in_interval(prepared.objects(), "key")
-        .collect()
-        .engine("trace: objects")?;
-    let verdicts = in_interval(audit.verdicts.clone().lazy(), "op_key")
-        .collect()
-        .engine("trace: tries")?;
+    let journal = audit.journal_of(dag, &intervals, &keys)?;
+    let objects = audit.objects_of(dag, &intervals, &keys)?;
+    let verdicts = audit.verdicts_of(dag, &intervals, &keys)?;
 
     let tries = trace_tries(&verdicts)?;
     let mut events = Vec::new();
@@ -201,29 +99,24 @@ pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
             events.push(e);
         }
     }
-    let (keys_j, runs, numbers, maps, phases, ids, at) = (
-        texts(&journal, "op_key")?,
-        texts(&journal, "run_id")?,
-        ints(&journal, "try_number")?,
-        ints(&journal, "map_index")?,
-        texts(&journal, "phase")?,
-        texts(&journal, "external_id")?,
-        ints(&journal, "recorded_at")?,
-    );
-    for row in 0..journal.height() {
-        let who = try_ref(runs[row].as_deref().unwrap_or(""), numbers[row], maps[row]);
-        let phase = phases[row].clone().unwrap_or_default();
-        let what = match &ids[row] {
+    for row in &journal {
+        let who = try_ref(
+            row.run_id.as_deref().unwrap_or(""),
+            row.try_number,
+            row.map_index,
+        );
+        let phase = row.phase.clone().unwrap_or_default();
+        let what = match &row.external_id {
             Some(id) => format!("journal: {phase} {id}"),
             None => format!("journal: {phase}"),
         };
         events.push(event(
-            at[row].unwrap_or(0),
+            row.recorded_at.unwrap_or(0),
             "journal",
             Some(&who),
             what,
-            keys_j[row].clone(),
-            ids[row].clone(),
+            row.op_key.clone(),
+            row.external_id.clone(),
         ));
     }
     let duplicates: std::collections::BTreeSet<String> = audit
@@ -233,43 +126,33 @@ pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
         .filter(|action| action.kind == crate::plan::Kind::VoidDuplicate)
         .flat_map(|action| action.targets.clone())
         .collect();
-    let (object_ids, object_keys, created, statuses, live, committed, by_run, by_try, by_map) = (
-        texts(&objects, "external_id")?,
-        texts(&objects, "key")?,
-        ints(&objects, "created_at")?,
-        texts(&objects, "status")?,
-        bools(&objects, "live")?,
-        bools(&objects, "committed")?,
-        texts(&objects, "by_run_id")?,
-        ints(&objects, "by_try_number")?,
-        ints(&objects, "by_map_index")?,
-    );
-    for row in 0..objects.height() {
-        let id = object_ids[row].clone().unwrap_or_default();
-        let by = by_run[row]
+    for object in &objects {
+        let id = object.external_id.clone().unwrap_or_default();
+        let by = object
+            .by_run_id
             .as_deref()
-            .map(|run| try_ref(run, by_try[row], by_map[row]));
+            .map(|run| try_ref(run, object.by_try_number, object.by_map_index));
         let mut e = event(
-            created[row].unwrap_or(0),
+            object.created_at.unwrap_or(0),
             "provider",
             by.as_deref(),
             format!(
                 "provider: {id} created ({}){}",
-                statuses[row].as_deref().unwrap_or("?"),
+                object.status.as_deref().unwrap_or("?"),
                 by.as_deref()
                     .map(|by| format!(" by {by}"))
                     .unwrap_or_default()
             ),
-            object_keys[row].clone(),
+            object.key.clone(),
             Some(id.clone()),
         );
-        if live[row] == Some(true) && committed[row] != Some(true) {
+        if crate::rules::l001_lost_response::object_lost(object.live, object.committed) {
             e.marks.push("lost-response");
         }
         if duplicates.contains(&id) {
             e.marks.push("duplicate");
         }
-        if live[row] == Some(false) {
+        if object.live == Some(false) {
             e.marks.push("void");
         }
         events.push(e);
@@ -278,8 +161,10 @@ pub fn run(config: &Config, dag: &str, selector: &Selector) -> Result<Trace> {
         (a.micros, kind_order(a.kind), &a.what).cmp(&(b.micros, kind_order(b.kind), &b.what))
     });
 
-    let object_set: std::collections::BTreeSet<String> =
-        object_ids.iter().flatten().cloned().collect();
+    let object_set: std::collections::BTreeSet<String> = objects
+        .iter()
+        .filter_map(|object| object.external_id.clone())
+        .collect();
     let findings: Vec<Finding> = audit
         .report
         .findings
@@ -347,13 +232,6 @@ fn event(
         external_id,
         marks: Vec::new(),
     }
-}
-
-fn distinct(values: Vec<Option<String>>) -> Vec<String> {
-    let mut out: Vec<String> = values.into_iter().flatten().collect();
-    out.sort();
-    out.dedup();
-    out
 }
 
 fn trace_tries(verdicts: &DataFrame) -> Result<Vec<TraceTry>> {

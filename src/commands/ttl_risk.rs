@@ -13,13 +13,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use polars::prelude::*;
-use serde::Serialize;
-
-use crate::cells::{bools, ints, texts};
-use crate::commands::audit::{self, AuditOptions};
 use crate::config::{Config, Replay};
-use crate::error::{EngineContext, Error, Result};
+use crate::engine::{self, AuditOptions};
+use crate::error::{Error, Result};
+use crate::report::ttl_risk::{IntervalRisk, TtlRisk, WithoutRun};
 use crate::retention::KeyTtl;
 use crate::timestamp;
 
@@ -38,170 +35,50 @@ pub struct TtlRiskOptions {
     pub backfill_id: Option<i64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct TtlRisk {
-    pub dag_id: String,
-    pub from: String,
-    pub to: String,
-    pub at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backfill_id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reprocess_behavior: Option<String>,
-    /// Where the TTL came from (a preset and its public source, the config, or --ttl).
-    pub ttl_source: Option<String>,
-    pub intervals: Vec<IntervalRisk>,
-    pub summary: BTreeMap<&'static str, usize>,
-    /// Intervals of the range no run covers at all: none of the above, and a backfill would
-    /// run them for the first time.
-    pub without_run: WithoutRun,
-}
-
-/// The intervals of the range the DAG's schedule has but no run covers, inferred from the
-/// spacing of the DAG's runs (Airflow's timetable is not read).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct WithoutRun {
-    /// How many; None when the schedule cannot be inferred (fewer than two runs, or none with a
-    /// regular spacing).
-    pub count: Option<usize>,
-    /// Where each starts, RFC 3339.
-    pub starts: Vec<String>,
-    /// How the schedule was inferred, or why it could not be.
-    pub schedule: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct IntervalRisk {
-    pub operation: String,
-    pub map_index: i64,
-    pub interval: String,
-    /// Whether the backfill re-runs it (always, without a backfill).
-    pub rerun: bool,
-    /// The key a re-run would send.
-    pub key: Option<String>,
-    pub objects: Vec<String>,
-    pub key_first_seen: Option<String>,
-    pub key_expires: Option<String>,
-    pub class: &'static str,
-    pub reason: String,
-    pub repair: String,
-}
-
 const CHECK_THEN_CREATE: &str = "skip it in the re-run (reprocess_behavior \"none\"), or check-then-create (look for a committed journal row before calling the provider), or export under a new key version with a new approval";
 
 pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
-    let audit = audit::run(
+    let audit = engine::run(
         config,
         &AuditOptions {
             dag: Some(options.dag.clone()),
             ..AuditOptions::default()
         },
     )?;
-    let prepared = &audit.prepared;
-    // Each DAG's task is its own pipeline, whatever operation names it (SPEC §4).
-    let group: Vec<Expr> = crate::prepare::PIPELINE_INTERVAL
-        .iter()
-        .map(|name| col(*name))
-        .collect();
-    let in_range = col("dag_id")
-        .eq(lit(options.dag.clone()))
-        .and(col("iv_start").gt_eq(lit(options.from).cast(crate::model::utc())))
-        .and(col("iv_start").lt_eq(lit(options.to).cast(crate::model::utc())));
-
-    let intervals = prepared
-        .tries()
-        .filter(in_range.clone())
-        .sort(["start_date", "try_number"], Default::default())
-        .group_by(group.clone())
-        .agg([
-            col("operation").first(),
-            col("task_id").first(),
-            col("interval").first(),
-            col("expected_key").drop_nulls().first(),
-            col("state").last().alias("latest_state"),
-        ])
-        .sort(
-            ["iv_start", "operation", "task_id", "map_index"],
-            Default::default(),
-        )
-        .collect()
-        .engine("ttl-risk: intervals")?;
-    let journal_keys = prepared
-        .journal()
-        .filter(in_range.clone().and(col("phase").eq(lit("intent"))))
-        .sort(["recorded_at"], Default::default())
-        .group_by(group.clone())
-        .agg([
-            col("op_key")
-                .n_unique()
-                .cast(DataType::Int64)
-                .alias("key_count"),
-            col("op_key").last().alias("last_key"),
-        ])
-        .collect()
-        .engine("ttl-risk: keys")?;
-    // Every object of the intervals, live or void: a re-run under a key the provider still
-    // remembers gets a voided object back too.
-    let objects = prepared
-        .objects()
-        .filter(
-            col("operation")
-                .is_not_null()
-                .and(col("iv_start").is_not_null())
-                .and(in_range),
-        )
-        .sort(["created_at", "external_id"], Default::default())
-        .collect()
-        .engine("ttl-risk: objects")?;
+    let (dag, from, to) = (options.dag.as_str(), options.from, options.to);
+    let intervals = audit.tried_intervals(dag, from, to)?;
 
     let id = |pipeline: Option<i64>, map: Option<i64>, start: Option<i64>| {
         (pipeline, map.unwrap_or(-1), start.unwrap_or(0))
     };
     // Journal keys per interval.
-    let (j_pipelines, j_maps, j_starts, j_last) = (
-        ints(&journal_keys, "pipeline")?,
-        ints(&journal_keys, "map_index")?,
-        ints(&journal_keys, "iv_start")?,
-        texts(&journal_keys, "last_key")?,
-    );
-    let key_counts: Vec<usize> = ints(&journal_keys, "key_count")?
-        .into_iter()
-        .map(|n| n.unwrap_or(0) as usize)
-        .collect();
     let mut journal_by_interval = BTreeMap::new();
-    for row in 0..journal_keys.height() {
+    for keys in audit.intent_keys(dag, from, to)? {
         journal_by_interval.insert(
-            id(j_pipelines[row], j_maps[row], j_starts[row]),
-            (j_last[row].clone(), key_counts[row]),
+            id(keys.pipeline, keys.map_index, keys.iv_start),
+            (keys.last_key, keys.key_count),
         );
     }
-    // Live and void objects per interval: (id, key, created, status).
-    let (o_pipelines, o_maps, o_starts, o_ids, o_keys, o_created) = (
-        ints(&objects, "pipeline")?,
-        ints(&objects, "map_index")?,
-        ints(&objects, "iv_start")?,
-        texts(&objects, "external_id")?,
-        texts(&objects, "key")?,
-        ints(&objects, "created_at")?,
-    );
-    let (o_live, o_status) = (bools(&objects, "live")?, texts(&objects, "status")?);
+    // Live and void objects per interval: (id, key, created, status). Every object of the
+    // intervals counts, live or void: a re-run under a key the provider still remembers gets
+    // a voided object back too.
     type Seen = (String, Option<String>, i64, String);
     let mut objects_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
     let mut void_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
-    for row in 0..objects.height() {
-        let by_interval = if o_live[row] == Some(true) {
+    for object in audit.objects_starting_in(dag, from, to)? {
+        let by_interval = if object.live == Some(true) {
             &mut objects_by_interval
         } else {
             &mut void_by_interval
         };
         by_interval
-            .entry(id(o_pipelines[row], o_maps[row], o_starts[row]))
+            .entry(id(object.pipeline, object.map_index, object.iv_start))
             .or_default()
             .push((
-                o_ids[row].clone().unwrap_or_default(),
-                o_keys[row].clone(),
-                o_created[row].unwrap_or(0),
-                o_status[row].clone().unwrap_or_default(),
+                object.external_id.unwrap_or_default(),
+                object.key,
+                object.created_at.unwrap_or(0),
+                object.status.unwrap_or_default(),
             ));
     }
 
@@ -229,28 +106,20 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         })
     };
 
-    let (pipelines, ops, maps, starts, labels, expected, states) = (
-        ints(&intervals, "pipeline")?,
-        texts(&intervals, "operation")?,
-        ints(&intervals, "map_index")?,
-        ints(&intervals, "iv_start")?,
-        texts(&intervals, "interval")?,
-        texts(&intervals, "expected_key")?,
-        texts(&intervals, "latest_state")?,
-    );
     let mut risks = Vec::new();
     let mut sources = BTreeSet::new();
-    for row in 0..intervals.height() {
-        let key_id = id(pipelines[row], maps[row], starts[row]);
-        let operation = ops[row].clone().unwrap_or_default();
+    for interval in &intervals {
+        let key_id = id(interval.pipeline, interval.map_index, interval.iv_start);
+        let operation = interval.operation.clone().unwrap_or_default();
         let rerun = match options.reprocess_behavior.as_deref() {
             None | Some("completed") => true,
-            Some("failed") => states[row].as_deref() != Some("success"),
+            Some("failed") => interval.latest_state.as_deref() != Some("success"),
             Some(_) => false,
         };
         let journal = journal_by_interval.get(&key_id);
         let unstable = journal.is_some_and(|(_, count)| *count > 1);
-        let key = expected[row]
+        let key = interval
+            .expected_key
             .clone()
             .or_else(|| journal.and_then(|(last, _)| last.clone()));
         let live = objects_by_interval
@@ -259,8 +128,8 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             .unwrap_or_default();
         let mut risk = IntervalRisk {
             operation: operation.clone(),
-            map_index: maps[row].unwrap_or(-1),
-            interval: labels[row].clone().unwrap_or_default(),
+            map_index: interval.map_index.unwrap_or(-1),
+            interval: interval.label.clone().unwrap_or_default(),
             rerun,
             key: key.clone(),
             objects: live.iter().map(|(id, ..)| id.clone()).collect(),
@@ -392,7 +261,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     for class in ["safe", "deduplicated", "at-risk", "unknown"] {
         summary.insert(class, risks.iter().filter(|r| r.class == class).count());
     }
-    let without_run = without_run(prepared, options)?;
+    let without_run = without_run(&audit, options)?;
     Ok(TtlRisk {
         without_run,
         dag_id: options.dag.clone(),
@@ -412,20 +281,10 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
 /// length of the DAG's intervals (or, for point intervals such as Airflow 3's `@daily`, the
 /// typical spacing of their starts), taken over all of the DAG's runs; each gap between known
 /// intervals is split into as many steps as fit, so calendar months space evenly enough.
-fn without_run(
-    prepared: &crate::prepare::Prepared,
-    options: &TtlRiskOptions,
-) -> Result<WithoutRun> {
-    let spans = prepared
-        .tries()
-        .filter(col("dag_id").eq(lit(options.dag.clone())))
-        .select([col("iv_start"), col("iv_end")])
-        .unique(None, UniqueKeepStrategy::Any)
-        .sort(["iv_start"], Default::default())
-        .collect()
-        .engine("ttl-risk: the DAG's intervals")?;
-    let starts: Vec<i64> = ints(&spans, "iv_start")?.into_iter().flatten().collect();
-    let ends = ints(&spans, "iv_end")?;
+fn without_run(audit: &engine::Audit, options: &TtlRiskOptions) -> Result<WithoutRun> {
+    let spans = audit.interval_spans(&options.dag)?;
+    let starts: Vec<i64> = spans.iter().filter_map(|(start, _)| *start).collect();
+    let ends: Vec<Option<i64>> = spans.iter().map(|(_, end)| *end).collect();
     let mut starts_seen: Vec<i64> = starts.clone();
     starts_seen.dedup();
     let lengths: Vec<i64> = starts

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::table::{Table, keys_of, tag};
+use super::table::{Table, keys_of, tag, variants_of};
 use super::{RawProvider, Source};
 
 use crate::error::{Error, Result};
@@ -20,7 +20,7 @@ use crate::sources::provider_http::{
     Auth, JsonPath, MoreFlag, Pagination, ProviderApi, Secret, TimeFormat,
 };
 use crate::sources::retry::RetryPolicy;
-use crate::timestamp;
+use crate::timestamp::{self, parse_wait};
 
 /// The keys every listing API has, whatever its pagination.
 #[derive(Deserialize)]
@@ -75,7 +75,7 @@ impl RawRetry {
             let Some(text) = value else {
                 return Ok(default);
             };
-            wait_duration(text).filter(|d| !d.is_zero()).ok_or_else(|| {
+            parse_wait(text).filter(|d| !d.is_zero()).ok_or_else(|| {
                 table.error(
                     key,
                     format!("{key} = {text:?} is not a duration (use forms like 500ms, 30s, 10m)"),
@@ -160,15 +160,7 @@ struct RelayKeys {
 }
 
 impl Style {
-    const ALL: [Style; 6] = [
-        Style::Cursor,
-        Style::Link,
-        Style::Page,
-        Style::Offset,
-        Style::Stripe,
-        Style::Relay,
-    ];
-
+    /// The keys of the style's own struct.
     fn keys(self) -> &'static [&'static str] {
         match self {
             Style::Cursor => keys_of::<CursorKeys>(),
@@ -177,17 +169,6 @@ impl Style {
             Style::Offset => keys_of::<OffsetKeys>(),
             Style::Stripe => keys_of::<StripeKeys>(),
             Style::Relay => keys_of::<RelayKeys>(),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Style::Cursor => "cursor",
-            Style::Link => "link",
-            Style::Page => "page",
-            Style::Offset => "offset",
-            Style::Stripe => "stripe",
-            Style::Relay => "relay",
         }
     }
 
@@ -291,8 +272,7 @@ struct HeaderKeys {
 }
 
 impl AuthKind {
-    const ALL: [AuthKind; 3] = [AuthKind::Bearer, AuthKind::Basic, AuthKind::Header];
-
+    /// The keys of the kind's own struct.
     fn keys(self) -> &'static [&'static str] {
         match self {
             AuthKind::Bearer => keys_of::<BearerKeys>(),
@@ -300,14 +280,18 @@ impl AuthKind {
             AuthKind::Header => keys_of::<HeaderKeys>(),
         }
     }
+}
 
-    fn name(self) -> &'static str {
-        match self {
-            AuthKind::Bearer => "bearer",
-            AuthKind::Basic => "basic",
-            AuthKind::Header => "header",
-        }
-    }
+/// The values of `T` (a style or auth kind, by their serde names) whose struct has `key`.
+fn owners_of<'de, T: Deserialize<'de>>(
+    key: &str,
+    keys: impl Fn(T) -> &'static [&'static str],
+) -> Vec<&'static str> {
+    variants_of::<T>()
+        .iter()
+        .copied()
+        .filter(|name| tag::<T>(name).is_ok_and(|other| keys(other).contains(&key)))
+        .collect()
 }
 
 /// The listing API `[provider]` names with `url`; `table` holds the keys [`RawProvider`] did
@@ -352,7 +336,7 @@ pub(super) fn listing(url: &str, mut table: Table<'_>) -> Result<Source> {
             "url",
             format!(
                 "the listing needs `pagination`: {}",
-                names(Style::ALL.map(Style::name))
+                names(variants_of::<Style>().iter().copied())
             ),
         )
     })?;
@@ -364,19 +348,14 @@ pub(super) fn listing(url: &str, mut table: Table<'_>) -> Result<Source> {
     })?;
     let pagination = style.read(&mut table)?;
     if let Some(key) = table.leftover() {
-        let owners: Vec<&str> = Style::ALL
-            .iter()
-            .filter(|other| other.keys().contains(&key))
-            .map(|other| other.name())
-            .collect();
+        let owners = owners_of(key, Style::keys);
         return Err(if owners.is_empty() {
             unknown(&table, key, listing_keys(style))
         } else {
             table.error(
                 key,
                 format!(
-                    "`{key}` does not apply to pagination = {:?}: it is a key of {}",
-                    style.name(),
+                    "`{key}` does not apply to pagination = {style_text:?}: it is a key of {}",
                     names(owners)
                 ),
             )
@@ -554,7 +533,7 @@ pub(super) fn snapshot(table: &Table<'_>) -> Result<()> {
     let listing = SUB_TABLES.contains(&key)
         || keys_of::<RawListing>().contains(&key)
         || keys_of::<RawRetry>().contains(&key)
-        || Style::ALL.iter().any(|style| style.keys().contains(&key));
+        || !owners_of(key, Style::keys).is_empty();
     Err(if listing {
         table.error(
             key,
@@ -603,11 +582,7 @@ fn auth_of(mut table: Table<'_>) -> Result<Auth> {
         AuthKind::Header => Some(Ok(table.take::<HeaderKeys>()?.header)),
     };
     if let Some(key) = table.leftover() {
-        let owners: Vec<&str> = AuthKind::ALL
-            .iter()
-            .filter(|other| other.keys().contains(&key))
-            .map(|other| other.name())
-            .collect();
+        let owners = owners_of(key, AuthKind::keys);
         return Err(if owners.is_empty() {
             unknown(&table, key, [keys_of::<RawAuth>(), kind.keys()].concat())
         } else {
@@ -616,7 +591,7 @@ fn auth_of(mut table: Table<'_>) -> Result<Auth> {
                 format!(
                     "`{key}` applies to kind = {}, not {:?}",
                     names(owners),
-                    kind.name()
+                    raw.kind
                 ),
             )
         });
@@ -684,13 +659,3 @@ fn param(table: &Table<'_>, key: &str, value: Option<String>, default: &str) -> 
 /// The most objects a page may be asked for: beyond it one page is a bulk export, and its
 /// body would pass any sensible `max_page_bytes`.
 const MAX_PAGE_SIZE: u32 = 10_000;
-
-/// `500ms`, or any duration [`timestamp::parse_duration`] reads (`30s`, `10m`, `1h`).
-pub(super) fn wait_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if let Some(millis) = text.strip_suffix("ms") {
-        return millis.trim().parse::<u64>().ok().map(Duration::from_millis);
-    }
-    let micros = timestamp::parse_duration(text)?;
-    u64::try_from(micros).ok().map(Duration::from_micros)
-}

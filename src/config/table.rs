@@ -149,17 +149,29 @@ impl<'i> Table<'i> {
     }
 }
 
-/// The keys a struct deriving `Deserialize` reads: serde's derive hands them to
-/// `deserialize_struct`, where [`KeyNames`] notes them and stops.
+/// The keys a struct deriving `Deserialize` reads.
 pub fn keys_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
-    let keys = Cell::new(&[][..]);
-    let _ = T::deserialize(KeyNames(&keys));
-    keys.get()
+    declared::<T>()
 }
 
-struct KeyNames<'a>(&'a Cell<&'static [&'static str]>);
+/// The values an enum deriving `Deserialize` takes, as a config writes them (serde's renames
+/// applied), in declaration order.
+pub fn variants_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    declared::<T>()
+}
 
-impl<'de> serde::Deserializer<'de> for KeyNames<'_> {
+/// The names serde's derive hands to `deserialize_struct` (a struct's fields) or
+/// `deserialize_enum` (an enum's variants), where [`Names`] notes them and stops.
+fn declared<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let names = Cell::new(&[][..]);
+    let _ = T::deserialize(Names(&names));
+    names.get()
+}
+
+/// A deserializer that only notes the names a derived struct or enum declares.
+struct Names<'a>(&'a Cell<&'static [&'static str]>);
+
+impl<'de> serde::Deserializer<'de> for Names<'_> {
     type Error = serde::de::value::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Self::Error> {
@@ -176,9 +188,19 @@ impl<'de> serde::Deserializer<'de> for KeyNames<'_> {
         Err(serde::de::Error::custom("keys noted"))
     }
 
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        variants: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.set(variants);
+        Err(serde::de::Error::custom("variants noted"))
+    }
+
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        option unit unit_struct newtype_struct seq tuple tuple_struct map identifier
         ignored_any
     }
 }

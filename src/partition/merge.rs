@@ -4,8 +4,9 @@
 //! A partition's folder holds `partition.json` (the split it belongs to, the rules it ran and
 //! its report as `--format json` writes it, findings and all) and three Parquet files: its
 //! verdicts, and the provider objects and journal rows its findings name (what a repair plan
-//! reads). The merge adds up the counts, counts the objects every partition shares once, sorts
-//! the findings as one audit does, and builds the plan with the one planner.
+//! reads). The merge adds up the counts, counts the objects every partition shares once and
+//! sorts the findings as one audit does; `onceonly merge` builds the plan with the engine's plan
+//! stage.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +18,6 @@ use serde_json::Value;
 use super::{PartManifest, SplitInfo};
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::Table;
-use crate::plan::Plan;
 use crate::prepare::Prepared;
 use crate::report::{Coverage, Report, SkippedRule, SourceCoverage, Summary};
 use crate::rules::{Evidence, Finding, Severity};
@@ -59,6 +59,9 @@ struct PartitionResult {
     /// The `--rule` codes the audit ran (empty: all).
     rules: Vec<String>,
     report: Value,
+    /// Per finding of `report`, in its order: what its rule's repair needs beyond the report
+    /// (`Rule::repair_input_text`), where the rule keeps something.
+    repair_inputs: Vec<Option<String>>,
 }
 
 /// Writes what the merge needs of one partition's audit into `dir`.
@@ -101,6 +104,13 @@ pub fn write(
         split: part.split.clone(),
         rules: rules.iter().map(|code| code.to_ascii_uppercase()).collect(),
         report: serde_json::to_value(report).expect("a report always serializes"),
+        repair_inputs: report
+            .findings
+            .iter()
+            .map(|finding| {
+                crate::rules::by_code(finding.code).and_then(|rule| rule.repair_input_text(finding))
+            })
+            .collect(),
     };
     let mut text = serde_json::to_string(&result).expect("a partition result always serializes");
     text.push('\n');
@@ -128,7 +138,11 @@ fn named_rows(
 pub struct Merged {
     pub report: Report,
     pub verdicts: DataFrame,
-    pub plan: Option<Plan>,
+    /// With `plan`: the provider objects and journal rows the findings name, as prepare has
+    /// them, for the engine's plan stage (`engine::plan_of`).
+    pub plan_rows: Option<(DataFrame, DataFrame)>,
+    /// The content hash of the whole audit's tables (a plan quotes it).
+    pub inputs_fingerprint: String,
 }
 
 struct Loaded {
@@ -229,7 +243,7 @@ fn complete(mut parts: Vec<Loaded>) -> Result<Vec<Loaded>> {
     Ok(parts)
 }
 
-/// Merges the partitions' results in `dirs`; with `plan`, builds the repair plan too.
+/// Merges the partitions' results in `dirs`; with `plan`, keeps the rows a repair plan reads.
 pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     let parts = complete(dirs.iter().map(|dir| load(dir)).collect::<Result<_>>()?)?;
     let split = parts[0].result.split.clone();
@@ -253,11 +267,22 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
             )
         };
         let mut found: Vec<Finding> = Vec::new();
-        for value in report["findings"]
+        let values = report["findings"]
             .as_array()
-            .ok_or_else(|| bad("findings"))?
-        {
-            let finding = finding(value).ok_or_else(|| bad("findings"))?;
+            .ok_or_else(|| bad("findings"))?;
+        let repair_inputs = &loaded.result.repair_inputs;
+        if repair_inputs.len() != values.len() {
+            return Err(Error::input(
+                Location::source(&shown),
+                format!(
+                    "{} repair inputs for {} findings: one per finding, as `audit --partition-out` writes them",
+                    repair_inputs.len(),
+                    values.len()
+                ),
+            ));
+        }
+        for (value, repair_input) in values.iter().zip(repair_inputs) {
+            let finding = finding(value, repair_input.as_deref()).ok_or_else(|| bad("findings"))?;
             let earlier = findings.get(&finding.id);
             if earlier.is_none_or(|earlier| !earlier.contains(&finding)) {
                 found.push(finding);
@@ -312,13 +337,8 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     })?;
     let summary = Summary::new(&findings, verdict_counts);
     let verdicts = concat(verdicts)?;
-    let plan = if plan {
-        let prepared = Prepared::for_plan(concat(objects)?, concat(journal)?)?;
-        Some(crate::plan::build(
-            &findings,
-            &prepared,
-            split.inputs_fingerprint.clone(),
-        )?)
+    let plan_rows = if plan {
+        Some((concat(objects)?, concat(journal)?))
     } else {
         None
     };
@@ -331,7 +351,8 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
             baseline: None,
         },
         verdicts,
-        plan,
+        plan_rows,
+        inputs_fingerprint: split.inputs_fingerprint,
     })
 }
 
@@ -381,8 +402,9 @@ fn text(value: &Value) -> Option<Option<String>> {
     }
 }
 
-/// A finding as a partition's JSON report has it.
-fn finding(value: &Value) -> Option<Finding> {
+/// A finding as a partition's JSON report has it, with its repair input as the partition's
+/// result carries it.
+fn finding(value: &Value, repair_input: Option<&str>) -> Option<Finding> {
     let rule = crate::rules::lookup(value["code"].as_str()?)?;
     let severity = match value["severity"].as_str()? {
         "info" => Severity::Info,
@@ -409,6 +431,10 @@ fn finding(value: &Value) -> Option<Finding> {
             times: texts(&evidence["times"])?,
         },
         baseline: None,
+        repair_input: match repair_input {
+            Some(text) => rule.repair_input_of_text(text)?,
+            None => Default::default(),
+        },
     })
 }
 

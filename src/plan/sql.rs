@@ -8,7 +8,7 @@
 
 use crate::config::JournalSettings;
 use crate::error::{Error, Result};
-use crate::plan::{Kind, Plan};
+use crate::plan::{JournalRow, Kind, Plan};
 use crate::sources::database::Dialect;
 
 /// A string as a literal of the dialect; None where the dialect cannot store it (PostgreSQL
@@ -53,7 +53,6 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
         .find(|(_, canonical)| canonical.as_str() == "committed")
         .map(|(own, _)| own.as_str())
         .unwrap_or("committed");
-    let column = |canonical: &str| identifier(dialect, journal.column(canonical));
     let table_sql = identifier(dialect, table);
     let mut out = String::new();
     out.push_str(
@@ -82,52 +81,13 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
             ));
             continue;
         };
-        let text_values = [
-            ("op_key", Some(row.op_key.as_str())),
-            ("dag_id", Some(row.dag_id.as_str())),
-            ("task_id", Some(row.task_id.as_str())),
-            ("run_id", Some(row.run_id.as_str())),
-            ("phase", Some(committed)),
-            ("external_id", Some(row.external_id.as_str())),
-            ("payload_hash", row.payload_hash.as_deref()),
-            ("recorded_at", Some(row.recorded_at.as_str())),
-        ];
-        let mut columns = Vec::new();
-        let mut values = Vec::new();
-        let mut storable = true;
-        for (name, value) in text_values {
-            let Some(value) = value else { continue };
-            match literal(dialect, value) {
-                Some(literal) => {
-                    columns.push(column(name));
-                    values.push(literal);
-                }
-                None => storable = false,
-            }
-        }
-        if !storable {
+        let Some(insert) = insert(row, committed, journal, dialect, &table_sql) else {
             out.push_str(&format!(
                 "-- {} {}: a value holds a NUL byte, which this database cannot store; left to a person\n",
                 action.id,
                 action.kind.name()
             ));
             continue;
-        }
-        columns.push(column("map_index"));
-        values.push(row.map_index.to_string());
-        columns.push(column("try_number"));
-        values.push(row.try_number.to_string());
-        let find = |name: &str| {
-            values[columns
-                .iter()
-                .position(|c| *c == column(name))
-                .expect("written above")]
-            .clone()
-        };
-        let from_dual = if dialect == Dialect::Mysql {
-            " FROM DUAL"
-        } else {
-            ""
         };
         out.push_str(&format!(
             "-- {} {} (answers {})\n",
@@ -135,22 +95,59 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
             action.kind.name(),
             action.answers.join(", ")
         ));
-        out.push_str(&format!(
-            "INSERT INTO {table_sql} ({})\nSELECT {}{from_dual}\nWHERE NOT EXISTS (SELECT 1 FROM {table_sql} WHERE {} = {} AND {} = {} AND {} = {});\n",
-            columns.join(", "),
-            values.join(", "),
-            column("op_key"),
-            find("op_key"),
-            column("phase"),
-            find("phase"),
-            column("external_id"),
-            find("external_id"),
-        ));
+        out.push_str(&insert);
         written += 1;
     }
     out.push_str("COMMIT;\n");
     out.push_str(&format!("-- {written} journal rows\n"));
     Ok(out)
+}
+
+/// The INSERT of one committed row, made only where the journal has no committed row naming
+/// the object under the key; None where a value holds a NUL byte, which the dialect cannot store.
+fn insert(
+    row: &JournalRow,
+    committed: &str,
+    journal: &JournalSettings,
+    dialect: Dialect,
+    table_sql: &str,
+) -> Option<String> {
+    let column = |canonical: &str| identifier(dialect, journal.column(canonical));
+    let text = |value: &str| literal(dialect, value);
+    let (op_key, phase, external_id) = (
+        text(&row.op_key)?,
+        text(committed)?,
+        text(&row.external_id)?,
+    );
+    let mut values = vec![
+        ("op_key", op_key.clone()),
+        ("dag_id", text(&row.dag_id)?),
+        ("task_id", text(&row.task_id)?),
+        ("run_id", text(&row.run_id)?),
+        ("phase", phase.clone()),
+        ("external_id", external_id.clone()),
+    ];
+    if let Some(hash) = &row.payload_hash {
+        values.push(("payload_hash", text(hash)?));
+    }
+    values.push(("recorded_at", text(&row.recorded_at)?));
+    values.push(("map_index", row.map_index.to_string()));
+    values.push(("try_number", row.try_number.to_string()));
+    let columns: Vec<String> = values.iter().map(|(name, _)| column(name)).collect();
+    let values: Vec<String> = values.into_iter().map(|(_, value)| value).collect();
+    let from_dual = if dialect == Dialect::Mysql {
+        " FROM DUAL"
+    } else {
+        ""
+    };
+    Some(format!(
+        "INSERT INTO {table_sql} ({})\nSELECT {}{from_dual}\nWHERE NOT EXISTS (SELECT 1 FROM {table_sql} WHERE {} = {op_key} AND {} = {phase} AND {} = {external_id});\n",
+        columns.join(", "),
+        values.join(", "),
+        column("op_key"),
+        column("phase"),
+        column("external_id"),
+    ))
 }
 
 #[cfg(test)]

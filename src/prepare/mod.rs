@@ -16,17 +16,20 @@ use polars::prelude::*;
 
 use crate::cells::{IntArray, TextArray, one_array, one_chunk};
 use crate::config::{Config, Operation};
+use crate::dictionary::{Dictionary, Encoded, NULL};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
+use crate::parallel::Started;
 use crate::timing::Run;
 
 mod claims;
+mod intervals;
+pub mod model;
 mod objects;
-mod table;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
-pub use objects::{Grouped, NONE, Numbers};
-pub use table::NumberTable;
+pub use intervals::Intervals;
+pub use objects::Grouped;
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
 /// microseconds before a try's intent or start may still be that try's.
@@ -36,10 +39,7 @@ pub const BASIS_DATA_INTERVAL: &str = "data_interval";
 pub const BASIS_LOGICAL_DATE: &str = "logical_date";
 pub const BASIS_RUN_AFTER: &str = "run_after";
 
-/// The columns that identify one task instance (all its tries).
-pub const TASK_INSTANCE: [&str; 4] = ["dag_id", "task_id", "map_index", "run_id"];
-/// The columns that identify one try.
-pub const TRY: [&str; 5] = ["dag_id", "task_id", "map_index", "run_id", "try_number"];
+pub use crate::model::{TASK_INSTANCE, TRY};
 /// The columns that identify one interval of one pipeline: a DAG's task, numbered in
 /// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
 /// own pipeline, and its `name` only labels). Mapped task instances are separate operations:
@@ -62,40 +62,12 @@ pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
     order.iter().chain(then).copied().collect()
 }
 
-/// What the listing covered: objects created outside it are unknown, not absent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ProviderWindow {
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-}
+pub use crate::model::ProviderWindow;
 
-impl ProviderWindow {
-    /// Whether a time (microseconds) is inside the window.
-    pub fn holds(&self, at: i64) -> bool {
-        self.from.is_none_or(|from| at >= from) && self.to.is_none_or(|to| at <= to)
-    }
-
-    pub fn contains(&self) -> Expr {
-        let after = self
-            .from
-            .map(|from| col("recorded_at").gt_eq(lit(from).cast(crate::model::utc())));
-        let before = self
-            .to
-            .map(|to| col("recorded_at").lt_eq(lit(to).cast(crate::model::utc())));
-        match (after, before) {
-            (Some(a), Some(b)) => a.and(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => lit(true),
-        }
-    }
-}
-
-/// The joined frames, collected once and shared by every rule.
+/// The prepared tables (their columns: [`model`]), collected once and shared by every rule.
 ///
-/// `key_id` (in all three) and `xid` (in `journal` and `objects`) number the keys and the object
-/// ids densely from 0, the same string having the same number in every frame: joins and
-/// group-bys on them are on integers, and `key_count`/`id_count` bound them.
+/// Keys, object ids and runs are coded ([`model::Codes`]): the same value has the same code in
+/// every frame, so per-value facts are arrays indexed by code, sized by `codes`.
 pub struct Prepared {
     pub tries: DataFrame,
     pub journal: DataFrame,
@@ -104,14 +76,12 @@ pub struct Prepared {
     /// What the provider returns for a key it still remembers (`[provider] replay`).
     pub replay: crate::config::Replay,
     pub window: ProviderWindow,
-    pub key_count: usize,
-    pub id_count: usize,
-    /// `run_number` in `tries` numbers the runs (dag_id, run_id) densely below this.
-    pub run_count: usize,
+    /// How many keys, object ids and runs have codes.
+    pub codes: model::Codes,
     /// The pipeline intervals of the tries, numbered.
-    pub intervals: crate::verdicts::Intervals,
-    /// Per key number (`key_id`): whether the whole journal, audited or not, has a committed
-    /// or reconciled row under the key. Keys past its end are the tries' alone.
+    pub intervals: Intervals,
+    /// Per key code: whether the whole journal, audited or not, has a committed or reconciled
+    /// row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
     /// The pipeline interval of each object (`Intervals::of_rows`), worked out once for the
     /// verdicts and the rules that need it, after the audit has scoped `objects`.
@@ -134,14 +104,56 @@ impl Prepared {
         self.objects.clone().lazy()
     }
 
-    /// The row of `objects` of each object id (`xid`), None for ids the provider does not
-    /// list (only the journal names them). An id listed twice takes its first row.
+    /// The key code of each try (its expected key's).
+    pub fn try_key_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.tries, model::KEY_CODE)
+    }
+
+    /// The key code of each journal row.
+    pub fn journal_key_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.journal, model::KEY_CODE)
+    }
+
+    /// The key code of each object (the key it is listed or journalled under).
+    pub fn object_key_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.objects, model::KEY_CODE)
+    }
+
+    /// The object id code of each journal row.
+    pub fn journal_external_id_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.journal, model::EXTERNAL_ID_CODE)
+    }
+
+    /// The object id code of each object.
+    pub fn object_external_id_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.objects, model::EXTERNAL_ID_CODE)
+    }
+
+    /// The try (row of `tries`) of each journal row, NULL where the audit has none.
+    pub fn journal_try_rows(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.journal, model::journal::TRY_ROW)
+    }
+
+    /// The run code of each try.
+    pub fn try_run_codes(&self) -> Result<UInt32Chunked> {
+        crate::cells::number_column(&self.tries, model::tries::RUN_CODE)
+    }
+
+    /// The pipeline interval of a try (a row of `tries`), None where a part of it is NULL.
+    pub fn interval_of_try(&self, row: usize) -> Option<u32> {
+        self.intervals.of_try(row)
+    }
+
+    /// Whether each object is live.
+    pub fn live_objects(&self) -> Result<BooleanChunked> {
+        crate::cells::flag_column(&self.objects, model::objects::LIVE)
+    }
+
+    /// The row of `objects` of each object id code, None for ids the provider does not list
+    /// (only the journal names them). An id listed twice takes its first row.
     pub fn object_rows_by_id(&self) -> Result<Vec<Option<IdxSize>>> {
-        let mut rows = vec![None; self.id_count];
-        for (row, id) in crate::cells::number_column(&self.objects, "xid")?
-            .iter()
-            .enumerate()
-        {
+        let mut rows = self.codes.per_external_id(None);
+        for (row, id) in self.object_external_id_codes()?.iter().enumerate() {
             if let Some(id) = id {
                 rows[id as usize].get_or_insert(row as IdxSize);
             }
@@ -179,38 +191,6 @@ impl Prepared {
         )
     }
 
-    /// The frames a repair plan reads (`plan::build`): provider objects as `objects` has
-    /// them and journal rows as `journal` has them, for findings found elsewhere (the merge of
-    /// a partitioned audit). No tries: nothing else may be asked of it.
-    pub fn for_plan(objects: DataFrame, journal: DataFrame) -> Result<Prepared> {
-        let no_tries = DataFrame::new_infer_height(vec![
-            Column::new("pipeline".into(), Vec::<u32>::new()),
-            Column::new("map_index".into(), Vec::<i64>::new()),
-            Column::new("iv_start".into(), Vec::<i64>::new()),
-            Column::new("iv_end".into(), Vec::<i64>::new()),
-            Column::new("start_date".into(), Vec::<i64>::new()),
-            Column::new("end_date".into(), Vec::<i64>::new()),
-            Column::new("try_number".into(), Vec::<i64>::new()),
-            Column::new("run_id".into(), Vec::<String>::new()),
-        ])
-        .engine("an empty tries frame")?;
-        Ok(Prepared {
-            intervals: crate::verdicts::Intervals::of(&no_tries)?,
-            tries: no_tries,
-            journal,
-            objects,
-            key_ttl: None,
-            replay: crate::config::Replay::default(),
-            window: ProviderWindow::default(),
-            key_count: 0,
-            id_count: 0,
-            run_count: 0,
-            committed_keys: Vec::new(),
-            object_intervals: std::sync::OnceLock::new(),
-            unclaimed: DataFrame::empty(),
-        })
-    }
-
     /// `journal` holds the rows of the audited runs; `all_journal` every row the source gave,
     /// so an object journalled by a run outside the audit is recognised and left out rather
     /// than reported as unjournaled.
@@ -226,29 +206,27 @@ impl Prepared {
         // the journal are prepared.
         let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
-            let numbering = threads.spawn(|| objects::SourceNumbers::of(&columns));
+            let numbering = Started::start(threads, "coding the sources", || {
+                objects::SourceCodes::of(&columns)
+            });
             let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
-            // The tries' operation intervals are numbered on a thread of their own from here on.
+            // The tries' operation intervals are coded on a thread of their own from here on.
             let intervals = {
                 let tries = tries.clone();
-                threads.spawn(move || {
+                Started::start(threads, "coding intervals", move || {
                     let t = std::time::Instant::now();
-                    let intervals = crate::verdicts::Intervals::of(&tries);
+                    let intervals = Intervals::of(&tries);
                     crate::timing::phase("prepare:intervals", t);
                     intervals
                 })
             };
             let (tries, journal, run_count) =
                 Self::prepare_journal(config, tries, journal, &mut pipelines)?;
-            let numbers = numbering
-                .join()
-                .expect("numbering the sources does not panic");
+            let numbers = numbering.finish();
             let t = std::time::Instant::now();
             let attributed =
                 objects::attribute(config, &tries, &journal, all_journal, provider, numbers)?;
-            let intervals = intervals
-                .join()
-                .expect("numbering intervals does not panic")?;
+            let intervals = intervals.finish()?;
             Self::finish(
                 config,
                 (tries, journal, run_count),
@@ -333,14 +311,10 @@ impl Prepared {
         // The runs are numbered and the tries indexed, each on a thread of its own, while the
         // journal's operations are named.
         let (runs, index, journal) = std::thread::scope(|threads| {
-            let runs = threads.spawn(|| Runs::of(&dags, &run_ids));
-            let index = threads.spawn(|| TryIndex::new(&tries));
+            let runs = Started::start(threads, "coding runs", || Runs::of(&dags, &run_ids));
+            let index = Started::start(threads, "coding tries", || TryIndex::new(&tries));
             let journal = name_journal_operations(config, journal, pipelines);
-            (
-                runs.join().expect("numbering runs does not panic"),
-                index.join().expect("indexing tries does not panic"),
-                journal,
-            )
+            (runs.finish(), index.finish(), journal)
         });
         let (index, journal) = (index?, journal?);
         crate::timing::phase("prepare:journal:operations", step);
@@ -349,7 +323,7 @@ impl Prepared {
         drop(index);
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
-        let run_numbers = numbers_column("run_number", runs.of_try);
+        let run_numbers = numbers_column(model::tries::RUN_CODE, runs.of_try);
         let mut tries = tries;
         tries.with_column(run_numbers).engine("run numbers")?;
         // Each row takes its run's interval from any try of the run (all of them agree).
@@ -362,7 +336,11 @@ impl Prepared {
             .hstack(interval.columns())
             .engine("journal intervals")?;
         journal
-            .with_column(try_row.with_name("try_row".into()).into_column())
+            .with_column(
+                try_row
+                    .with_name(model::journal::TRY_ROW.into())
+                    .into_column(),
+            )
             .engine("journal tries")?;
         crate::timing::phase("prepare:journal", t);
         Ok((tries, journal, run_count))
@@ -374,22 +352,23 @@ impl Prepared {
         (tries, journal, run_count): (DataFrame, DataFrame, usize),
         attributed: objects::Attributed,
         window: ProviderWindow,
-        intervals: crate::verdicts::Intervals,
+        intervals: Intervals,
         t: std::time::Instant,
     ) -> Result<Prepared> {
         let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
         let mut tries = tries;
         tries
-            .with_column(numbers_column("key_id", interned.try_keys))
+            .with_column(numbers_column(model::KEY_CODE, interned.try_keys))
             .engine("key ids")?;
         let mut journal = journal;
         journal
             .hstack_mut(&[
-                numbers_column("key_id", interned.journal_keys),
-                numbers_column("xid", interned.journal_ids),
+                numbers_column(model::KEY_CODE, interned.journal_keys),
+                numbers_column(model::EXTERNAL_ID_CODE, interned.journal_ids),
             ])
             .engine("key ids")?;
         let objects = attributed.objects;
+        model::check(&tries, &journal, &objects)?;
         crate::timing::phase("prepare:objects", t);
 
         Ok(Prepared {
@@ -399,9 +378,11 @@ impl Prepared {
             key_ttl: config.provider.key_ttl,
             replay: config.provider.replay,
             window,
-            key_count: interned.key_count,
-            id_count: interned.id_count,
-            run_count,
+            codes: model::Codes {
+                keys: interned.key_count,
+                external_ids: interned.id_count,
+                runs: run_count,
+            },
             intervals,
             committed_keys,
             object_intervals: std::sync::OnceLock::new(),
@@ -512,27 +493,13 @@ impl Prepared {
     }
 }
 
-/// `work` on the first and on the second half of `0..rows`, the second half on a thread of its
-/// own.
-pub(crate) fn in_halves<T: Send>(rows: usize, work: impl Fn(Range<usize>) -> T + Sync) -> (T, T) {
-    let half = rows / 2;
-    std::thread::scope(|threads| {
-        let second = threads.spawn(|| work(half..rows));
-        let first = work(0..half);
-        (
-            first,
-            second.join().expect("work on half the rows does not panic"),
-        )
-    })
-}
-
-/// A column of dense numbers, NULL where a number is `NONE`.
+/// A column of codes, NULL where a code is [`NULL`].
 fn numbers_column(name: &str, numbers: Vec<u32>) -> Column {
     UInt32Chunked::from_iter_options(
         name.into(),
         numbers
             .into_iter()
-            .map(|number| (number != NONE).then_some(number)),
+            .map(|number| (number != NULL).then_some(number)),
     )
     .into_column()
 }
@@ -557,11 +524,11 @@ fn name_journal_operations(
         .engine("preparing the journal")
 }
 
-/// The runs of the tries, numbered densely from 0 in the order first seen: each try's run
-/// number (`NONE` where its dag_id or run_id is NULL) and each run's first try, whose cells
-/// are a run number's key.
+/// The runs of the tries, coded densely from 0 in the order first seen: each try's run
+/// number (`NULL` where its dag_id or run_id is NULL) and each run's first try, whose cells
+/// are the run's value.
 struct Runs {
-    table: NumberTable,
+    dictionary: Dictionary,
     cells: RunCells,
     of_try: Vec<u32>,
 }
@@ -574,7 +541,7 @@ struct RunCells {
 }
 
 impl RunCells {
-    fn key(&self, run: u32) -> (&str, &str) {
+    fn value(&self, run: u32) -> (&str, &str) {
         let row = self.first_rows[run as usize] as usize;
         (self.dags.value(row), self.runs.value(row))
     }
@@ -582,36 +549,31 @@ impl RunCells {
 
 impl Runs {
     fn of(dags: &StringChunked, runs: &StringChunked) -> Runs {
-        let mut table = NumberTable::with_capacity(dags.len());
+        let mut dictionary = Dictionary::with_capacity(dags.len());
         let mut cells = RunCells {
             dags: one_array(dags),
             runs: one_array(runs),
             first_rows: Vec::new(),
         };
         let mut of_try = Vec::with_capacity(dags.len());
-        let mut previous: Option<((&str, &str), u32)> = None;
+        let mut previous: Option<u32> = None;
         for (row, pair) in dags.iter().zip(runs.iter()).enumerate() {
             let (Some(dag), Some(run)) = pair else {
-                of_try.push(NONE);
+                of_try.push(NULL);
                 continue;
             };
-            let number = match previous {
-                Some((before, number)) if before == (dag, run) => number,
-                _ => {
-                    let next = cells.first_rows.len() as u32;
-                    let known = table.find_or_add((dag, run), next, |n| cells.key(n));
-                    let number = known.unwrap_or_else(|| {
-                        cells.first_rows.push(row as IdxSize);
-                        next
-                    });
-                    previous = Some(((dag, run), number));
+            let number = match dictionary.encode((dag, run), previous, |n| cells.value(n)) {
+                Encoded::Known(number) => number,
+                Encoded::New(number) => {
+                    cells.first_rows.push(row as IdxSize);
                     number
                 }
             };
+            previous = Some(number);
             of_try.push(number);
         }
         Runs {
-            table,
+            dictionary,
             cells,
             of_try,
         }
@@ -619,7 +581,8 @@ impl Runs {
 
     /// The number of a run, None if no try has it.
     fn get(&self, dag: &str, run: &str) -> Option<u32> {
-        self.table.find((dag, run), |n| self.cells.key(n))
+        self.dictionary
+            .find((dag, run), None, |n| self.cells.value(n))
     }
 
     /// A run's first try.
@@ -632,14 +595,14 @@ impl Runs {
     }
 }
 
-/// The audited tries by their `TRY` columns, for journal rows to find their own: a table of
-/// try rows, each checked against its row's own cells, so a journal row costs one hash of
-/// its strings and one probe.
+/// The audited tries coded by their `TRY` columns, for journal rows to find their own: a
+/// journal row costs one hash of its strings and one probe, or none when its try is the one
+/// the row before named, or the try after it.
 struct TryIndex {
-    table: NumberTable,
+    dictionary: Dictionary,
     cells: TryCells,
-    /// Whether each try is in the table: its values are not NULL and no earlier try has them.
-    indexed: Vec<bool>,
+    /// The first try with each code's values (tries with the same values are one code).
+    first_rows: Vec<IdxSize>,
 }
 
 /// The `TRY` columns of the tries, each one array.
@@ -655,7 +618,7 @@ struct TryCells {
 type TryKey<'a> = (&'a str, &'a str, &'a str, i64, i64);
 
 impl TryCells {
-    /// The values of a try in the table (none of them NULL).
+    /// The values of a try in the index (none of them NULL).
     fn key(&self, row: IdxSize) -> TryKey<'_> {
         let row = row as usize;
         (
@@ -680,75 +643,77 @@ impl TryIndex {
             map: one_array(&keys.map),
             number: one_array(&keys.number),
         };
-        let mut table = NumberTable::with_capacity(tries.height());
-        let mut indexed = vec![false; tries.height()];
+        let mut dictionary = Dictionary::with_capacity(tries.height());
+        let mut first_rows: Vec<IdxSize> = Vec::with_capacity(tries.height());
         for (row, key) in keys.rows().enumerate() {
             let (Some(dag), Some(run), Some(task), Some(map), Some(number)) = key else {
                 continue;
             };
             let key = (dag, run, task, map, number);
-            let known = table.find_or_add(key, row as IdxSize, |row| cells.key(row));
-            indexed[row] = known.is_none();
+            let value_of = |code: u32| cells.key(first_rows[code as usize]);
+            if let Encoded::New(_) = dictionary.encode(key, None, value_of) {
+                first_rows.push(row as IdxSize);
+            }
         }
         Ok(TryIndex {
-            table,
+            dictionary,
             cells,
-            indexed,
+            first_rows,
         })
     }
 
-    /// The try `key` names, tried first at the row after `previous` (the try the journal
-    /// row before named): tries and journal rows are often read in the same order.
-    fn get_after(&self, previous: Option<IdxSize>, key: TryKey<'_>) -> Option<IdxSize> {
-        let next = previous.map(|row| row + 1);
-        match next {
-            Some(row)
-                if self.indexed.get(row as usize) == Some(&true) && self.cells.key(row) == key =>
-            {
-                Some(row)
-            }
-            _ => self.table.find(key, |row| self.cells.key(row)),
-        }
+    /// The code of the try `key` names; `guess`: the code the journal row before found.
+    fn code(&self, guess: Option<u32>, key: TryKey<'_>) -> Option<u32> {
+        self.dictionary.find(key, guess, |code| {
+            self.cells.key(self.first_rows[code as usize])
+        })
+    }
+
+    /// The row of a try's code.
+    fn row(&self, code: u32) -> IdxSize {
+        self.first_rows[code as usize]
     }
 }
 
 /// For each journal row, a row of `tries` in its run (`dag_id`, `run_id`) and the row of its
 /// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
-/// interval and their try, as lookups split over two threads instead of joins on string
-/// columns.
+/// interval and their try, as lookups on both cores instead of joins on string columns.
 fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(IdxCa, IdxCa)> {
     let rows = TryKeys::of(journal)?;
     // (run row, try row) of each journal row. A row of its own try is a row of its run; rows
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
-    let lookup = |part: Range<usize>| -> Vec<Found> {
-        let mut previous: Option<(PartialKey<'_>, Found)> = None;
+    let lookup = |part: Range<usize>| -> Vec<RunAndTry> {
+        let mut previous: Option<(PartialKey<'_>, RunAndTry, Option<u32>)> = None;
         rows.slice(part.start as i64, part.len())
             .rows()
             .map(|key| match previous {
-                Some((before, found)) if before == key => found,
+                Some((before, found, _)) if before == key => found,
                 _ => {
                     let own = match key {
                         (Some(dag), Some(run), Some(task), Some(map), Some(number)) => {
-                            let before = previous.and_then(|(_, (_, own))| own);
-                            index.get_after(before, (dag, run, task, map, number))
+                            let guess = previous.and_then(|(.., code)| code);
+                            index.code(guess, (dag, run, task, map, number))
                         }
                         _ => None,
                     };
+                    let own_row = own.map(|code| index.row(code));
                     let run = || match (key.0, key.1) {
                         (Some(dag), Some(run)) => runs.get(dag, run),
                         _ => None,
                     };
-                    let found = (own.or_else(|| run().map(|run| runs.first_row(run))), own);
-                    previous = Some((key, found));
+                    let found = (
+                        own_row.or_else(|| run().map(|run| runs.first_row(run))),
+                        own_row,
+                    );
+                    previous = Some((key, found, own));
                     found
                 }
             })
             .collect()
     };
-    let (mut found, rest) = in_halves(journal.height(), lookup);
-    found.extend(rest);
+    let found = crate::parallel::concat_rows(journal.height(), lookup);
     Ok((
         IdxCa::from_iter_options("run_row".into(), found.iter().map(|(run, _)| *run)),
         IdxCa::from_iter_options("try_row".into(), found.iter().map(|(_, own)| *own)),
@@ -756,7 +721,7 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
 }
 
 /// A journal row's (run row, try row).
-type Found = (Option<IdxSize>, Option<IdxSize>);
+type RunAndTry = (Option<IdxSize>, Option<IdxSize>);
 
 type PartialKey<'a> = (
     Option<&'a str>,
@@ -817,28 +782,32 @@ enum Unnamed {
     DagTask,
 }
 
-/// The pipelines (SPEC §4): each DAG's task, numbered densely from 0 in the order first seen,
-/// the same `(dag_id, task_id)` having the same number in the tries and the journal. There
-/// are few of them (a DAG's operation tasks), so they are kept as owned pairs.
+/// The pipelines (SPEC §4): each DAG's task, coded densely from 0 in the order first seen,
+/// the same `(dag_id, task_id)` having the same code in the tries and the journal. There are
+/// few of them (a DAG's operation tasks), so their values are kept as owned pairs.
 #[derive(Default)]
 pub struct Pipelines {
-    numbers: PlHashMap<(String, String), u32>,
+    dictionary: Dictionary,
+    pairs: Vec<(String, String)>,
 }
 
 impl Pipelines {
-    fn number(&mut self, dag: &str, task: &str) -> u32 {
-        let next = self.numbers.len() as u32;
-        *self
-            .numbers
-            .entry((dag.to_string(), task.to_string()))
-            .or_insert(next)
+    /// The code of a DAG's task; `guess`: the code of the row before.
+    fn code(&mut self, dag: &str, task: &str, guess: Option<u32>) -> u32 {
+        let pairs = &self.pairs;
+        let encoded = self.dictionary.encode((dag, task), guess, |code| {
+            let (dag, task) = &pairs[code as usize];
+            (dag.as_str(), task.as_str())
+        });
+        if let Encoded::New(_) = encoded {
+            self.pairs.push((dag.to_string(), task.to_string()));
+        }
+        encoded.code()
     }
 }
 
 /// The operation of each row's `(dag_id, task_id)`, and its pipeline. The config's globs are
-/// matched once per distinct pair, not once per row, and a row of the same pair as the row
-/// before it is not looked up at all (a try's journal rows, and a run's tries, are often read
-/// together).
+/// matched once per pipeline, not once per row.
 fn operation_columns(
     config: &Config,
     frame: &DataFrame,
@@ -848,10 +817,9 @@ fn operation_columns(
     let dags = crate::cells::text_column(frame, "dag_id")?;
     let tasks = crate::cells::text_column(frame, "task_id")?;
     let mut names: Vec<String> = Vec::new();
-    // (operation name's index, pipeline) of each distinct pair.
-    type Named = (Option<IdxSize>, u32);
-    let mut seen: PlHashMap<(&str, &str), Named> = PlHashMap::default();
-    let mut previous: Option<((&str, &str), Named)> = None;
+    // Per pipeline, once matched: its operation name's index in `names`, None for no operation.
+    let mut name_of: Vec<Option<Option<IdxSize>>> = Vec::new();
+    let mut previous: Option<u32> = None;
     let mut rows = Vec::with_capacity(frame.height());
     let mut pipeline = Vec::with_capacity(frame.height());
     for pair in dags.iter().zip(tasks.iter()) {
@@ -860,27 +828,24 @@ fn operation_columns(
             pipeline.push(None);
             continue;
         };
-        let named = match previous {
-            Some((pair, named)) if pair == (dag, task) => named,
-            _ => {
-                let named = *seen.entry((dag, task)).or_insert_with(|| {
-                    let name = match config.operation_for(dag, task) {
-                        Some(operation) => Some(operation.name.clone()),
-                        None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}")),
-                        None => None,
-                    };
-                    let index = name.map(|name| {
-                        names.push(name);
-                        (names.len() - 1) as IdxSize
-                    });
-                    (index, pipelines.number(dag, task))
-                });
-                previous = Some(((dag, task), named));
-                named
-            }
-        };
-        rows.push(named.0);
-        pipeline.push(named.0.map(|_| named.1));
+        let code = pipelines.code(dag, task, previous);
+        previous = Some(code);
+        if name_of.len() <= code as usize {
+            name_of.resize(code as usize + 1, None);
+        }
+        let name = *name_of[code as usize].get_or_insert_with(|| {
+            let name = match config.operation_for(dag, task) {
+                Some(operation) => Some(operation.name.clone()),
+                None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}")),
+                None => None,
+            };
+            name.map(|name| {
+                names.push(name);
+                (names.len() - 1) as IdxSize
+            })
+        });
+        rows.push(name);
+        pipeline.push(name.map(|_| code));
     }
     Ok([
         crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column(),
@@ -900,8 +865,7 @@ fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame>
     if names.is_empty() {
         return Ok(attempts);
     }
-    // One pass, each conf parsed and dropped in turn: holding every parsed conf at once took
-    // hundreds of megabytes at a million tries.
+    // One pass, each conf parsed and dropped in turn, so only one parsed conf is held.
     let confs = crate::cells::text_column(&attempts, "conf")?;
     let mut values: Vec<StringChunkedBuilder> = names
         .iter()
@@ -989,8 +953,9 @@ fn interval_label(tries: &DataFrame) -> Result<Column> {
     let int = |name: &str| crate::cells::int_column(tries, name);
     let (start, end) = (int("iv_start")?, int("iv_end")?);
     let mut labels: Vec<String> = Vec::new();
-    let mut seen: PlHashMap<(i64, Option<i64>), IdxSize> = PlHashMap::default();
-    let mut previous: Option<((i64, Option<i64>), IdxSize)> = None;
+    let mut spans: Vec<(i64, Option<i64>)> = Vec::new();
+    let mut dictionary = Dictionary::default();
+    let mut previous: Option<u32> = None;
     let mut rows = Vec::with_capacity(tries.height());
     let times = start
         .iter()
@@ -1002,28 +967,22 @@ fn interval_label(tries: &DataFrame) -> Result<Column> {
             rows.push(None);
             continue;
         };
-        let label = match previous {
-            Some((before, label)) if before == (start, end) => label,
-            _ => {
-                let label = *seen.entry((start, end)).or_insert_with(|| {
-                    labels.push(match (end, to) {
-                        (Some(end), Some(to)) if end > start => format!("{from}/{to}"),
-                        _ => from.to_string(),
-                    });
-                    (labels.len() - 1) as IdxSize
-                });
-                previous = Some(((start, end), label));
-                label
-            }
-        };
-        rows.push(Some(label));
+        let encoded = dictionary.encode((start, end), previous, |code| spans[code as usize]);
+        if let Encoded::New(_) = encoded {
+            spans.push((start, end));
+            labels.push(match (end, to) {
+                (Some(end), Some(to)) if end > start => format!("{from}/{to}"),
+                _ => from.to_string(),
+            });
+        }
+        previous = Some(encoded.code());
+        rows.push(Some(encoded.code() as IdxSize));
     }
     Ok(crate::cells::repeated_texts("interval", &labels, rows.into_iter()).into_column())
 }
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
-/// row by row into one column: evaluated as polars expressions, the intermediate columns of
-/// every part took hundreds of megabytes at a million tries.
+/// row by row into one column, with no intermediate column per part.
 fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
     use crate::keys::Part;
     // One entry per distinct template; each operation points at its template's entry.

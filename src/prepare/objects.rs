@@ -1,142 +1,17 @@
 //! Attributing provider objects: each object's key, operation, interval and creating try.
 //!
-//! At a million intervals this is a dozen joins and group-bys on long text keys (`op_key`,
-//! `external_id`). Done as polars queries they took four seconds, most of it hashing the same
-//! strings again in every step. Here each key and each id is hashed once, into a dense integer
-//! ([`Numbers`]), and every later step is an array lookup by that integer.
+//! Each key and each object id is coded once ([`TextDictionary`]), and every step after that
+//! is an array lookup by code rather than a join or group-by on text.
 
 use polars::prelude::*;
 
-use super::NumberTable;
 use crate::cells::one_chunk;
 use crate::config::Config;
+use crate::dictionary::{NULL as NONE, TextDictionary};
 use crate::error::{EngineContext, Result};
 
-/// The id of a NULL string.
-pub const NONE: u32 = u32::MAX;
-
-/// Dense numbers for strings: equal strings get equal numbers, counted from 0 in first-seen
-/// order; NULL is `NONE`. Keys and object ids here, operation names in the verdicts.
-///
-/// A probe compares the string with `texts[number]`. Strings are numbered in the order they
-/// are read, and later columns read them in much the same order, so `texts` is read nearly
-/// in order.
-#[derive(Default)]
-pub struct Numbers<'a> {
-    table: NumberTable,
-    texts: Vec<&'a str>,
-}
-
-impl<'a> Numbers<'a> {
-    /// The number of each cell, giving new strings new numbers.
-    pub fn add(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        let texts = &self.texts;
-        self.table
-            .reserve(column.len(), |number| texts[number as usize]);
-        same_as_before(column, |text, previous| self.number(text, previous))
-    }
-
-    /// The string numbered right after `previous`, if it is `text`. The sources are read in
-    /// much the same order (the journal as it was written, the objects as they were created),
-    /// so the next cell's string is often the next number's, found without hashing it.
-    fn next_after(&self, previous: Option<u32>, text: &str) -> Option<u32> {
-        let next = previous? as usize + 1;
-        (self.texts.get(next) == Some(&text)).then_some(next as u32)
-    }
-
-    /// The number of `text`, numbering it if it is new.
-    fn number(&mut self, text: &'a str, previous: Option<u32>) -> u32 {
-        if let Some(next) = self.next_after(previous, text) {
-            return next;
-        }
-        let next = self.texts.len() as u32;
-        let texts = &self.texts;
-        match self
-            .table
-            .find_or_add(text, next, |number| texts[number as usize])
-        {
-            Some(known) => known,
-            None => {
-                self.texts.push(text);
-                next
-            }
-        }
-    }
-
-    /// `add` for a column whose strings are mostly numbered already: the cells are looked up
-    /// in two halves, one on a thread of its own, and only the strings not numbered yet are
-    /// then added, in the order of their cells, so the numbers are the ones `add` gives.
-    pub fn add_mostly_known(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        let this = &*self;
-        let (mut numbers, rest) = super::in_halves(column.len(), |part| {
-            this.find(&column.slice(part.start as i64, part.len()))
-        });
-        numbers.extend(rest);
-        for (row, number) in numbers.iter_mut().enumerate() {
-            if *number == NONE
-                && let Some(text) = column.get(row)
-            {
-                *number = self.number(text, None);
-            }
-        }
-        numbers
-    }
-
-    /// The number of each cell; `NONE` for strings not numbered.
-    pub fn find(&self, column: &StringChunked) -> Vec<u32> {
-        same_as_before(column, |text, previous| {
-            self.next_after(previous, text)
-                .unwrap_or_else(|| self.get(text))
-        })
-    }
-
-    /// The number of a string; `NONE` if it is not numbered.
-    pub fn get(&self, text: &str) -> u32 {
-        self.table
-            .find(text, |number| self.texts[number as usize])
-            .unwrap_or(NONE)
-    }
-
-    fn len(&self) -> usize {
-        self.texts.len()
-    }
-
-    /// The numbers with their own copies of the strings, for a map that outlives the cells.
-    pub fn owned(&self) -> PlHashMap<String, u32> {
-        self.texts
-            .iter()
-            .enumerate()
-            .map(|(number, &text)| (text.to_string(), number as u32))
-            .collect()
-    }
-}
-
-/// `number` of each cell (`NONE` for NULL), asked once per run of equal cells: a try's
-/// journal rows share their key, a run's tries their operation. `number` is also given the
-/// number of the last cell asked about.
-fn same_as_before<'c>(
-    column: &'c StringChunked,
-    mut number: impl FnMut(&'c str, Option<u32>) -> u32,
-) -> Vec<u32> {
-    let mut previous: Option<(&str, u32)> = None;
-    column
-        .iter()
-        .map(|text| {
-            let Some(text) = text else { return NONE };
-            match previous {
-                Some((before, known)) if before == text => known,
-                _ => {
-                    let known = number(text, previous.map(|(_, known)| known));
-                    previous = Some((text, known));
-                    known
-                }
-            }
-        })
-        .collect()
-}
-
-/// Which key and which object id each row holds, as dense integers shared by every frame:
-/// the same key has the same `key_id` in the journal, the tries and the objects.
+/// Which key and which object id each row holds, as codes shared by every frame: the same
+/// key has the same key code (`model::KEY_CODE`) in the journal, the tries and the objects.
 pub struct Interned {
     pub journal_keys: Vec<u32>,
     pub journal_ids: Vec<u32>,
@@ -159,7 +34,7 @@ fn is_done(phase: Option<&str>) -> bool {
     matches!(phase, Some("committed" | "reconciled"))
 }
 
-/// NULLs last, as the sorts this replaces put them.
+/// NULLs last (the order the attribution takes rows in).
 fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
 }
@@ -189,41 +64,43 @@ impl SourceColumns {
 /// keys of the whole journal and of the objects (numbered first, so a key's number does not
 /// depend on the tries). `Prepared::build` computes them on threads of their own while it
 /// prepares the tries and the journal.
-pub struct SourceNumbers<'a> {
+pub struct SourceCodes<'a> {
     columns: &'a SourceColumns,
-    keys: Numbers<'a>,
+    keys: TextDictionary<'a>,
     all_key: Vec<u32>,
     object_key: Vec<u32>,
-    ids: Numbers<'a>,
+    ids: TextDictionary<'a>,
     all_id: Vec<u32>,
     object_id: Vec<u32>,
 }
 
-impl<'a> SourceNumbers<'a> {
+impl<'a> SourceCodes<'a> {
     /// Keys on one thread and ids on another.
-    pub fn of(columns: &'a SourceColumns) -> SourceNumbers<'a> {
+    pub fn of(columns: &'a SourceColumns) -> SourceCodes<'a> {
         let t = std::time::Instant::now();
-        let numbered = std::thread::scope(|threads| {
-            let ids = threads.spawn(|| {
-                let mut ids = Numbers::default();
-                let journal = ids.add(&columns.all_ids);
-                let objects = ids.add(&columns.object_ids);
+        let ((keys, all_key, object_key), (ids, all_id, object_id)) = crate::parallel::side_by_side(
+            || {
+                let mut keys = TextDictionary::default();
+                let all_key = keys.encode(&columns.all_keys);
+                let object_key = keys.encode(&columns.object_keys);
+                (keys, all_key, object_key)
+            },
+            || {
+                let mut ids = TextDictionary::default();
+                let journal = ids.encode(&columns.all_ids);
+                let objects = ids.encode(&columns.object_ids);
                 (ids, journal, objects)
-            });
-            let mut keys = Numbers::default();
-            let all_key = keys.add(&columns.all_keys);
-            let object_key = keys.add(&columns.object_keys);
-            let (ids, all_id, object_id) = ids.join().expect("numbering ids does not panic");
-            SourceNumbers {
-                columns,
-                keys,
-                all_key,
-                object_key,
-                ids,
-                all_id,
-                object_id,
-            }
-        });
+            },
+        );
+        let numbered = SourceCodes {
+            columns,
+            keys,
+            all_key,
+            object_key,
+            ids,
+            all_id,
+            object_id,
+        };
         crate::timing::phase("prepare:sources:intern", t);
         numbered
     }
@@ -248,13 +125,13 @@ pub fn attribute(
     journal: &DataFrame,
     all_journal: &DataFrame,
     provider: &DataFrame,
-    sources: SourceNumbers<'_>,
+    sources: SourceCodes<'_>,
 ) -> Result<Attributed> {
     let text = crate::cells::text_column;
     let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
         Ok(one_chunk(crate::cells::int_column(frame, name)?))
     };
-    let SourceNumbers {
+    let SourceCodes {
         columns,
         keys,
         all_key,
@@ -275,18 +152,29 @@ pub fn attribute(
     let t = std::time::Instant::now();
     // The tries' keys are numbered and every key's home found on a thread of their own while
     // the whole journal is read for what it says of each object id.
-    let (homed, said) = std::thread::scope(|threads| {
-        let homed = threads.spawn(|| -> Result<Homed<'_>> {
+    let (said, homed) = crate::parallel::side_by_side(
+        || {
+            let numbers = JournalCodes {
+                key_ids: &all_key,
+                ids: &all_id,
+                key_count: source_key_count,
+                id_count,
+            };
+            let said = JournalByObject::of(all_journal, all_keys, numbers);
+            crate::timing::phase("prepare:objects:journal", t);
+            said
+        },
+        || -> Result<KeyIntervals<'_>> {
             // The keys of the tries and of a cut-down journal join the sources' numbering;
             // the map now borrows from their columns too.
-            let mut keys: Numbers<'_> = keys;
-            let try_key = keys.add_mostly_known(&try_keys);
+            let mut keys: TextDictionary<'_> = keys;
+            let try_key = keys.encode_mostly_known(&try_keys);
             let journal_key = if whole_journal {
                 all_key.clone()
             } else {
-                keys.add_mostly_known(&journal_keys)
+                keys.encode_mostly_known(&journal_keys)
             };
-            let homes = Homes::new(journal, tries)?;
+            let homes = IntervalSources::new(journal, tries)?;
             let home = homes.best(keys.len(), &journal_key, &try_key)?;
             let homed = if whole_journal {
                 "prepare:objects:homes"
@@ -294,26 +182,17 @@ pub fn attribute(
                 "prepare:objects:homes (audited journal a subset)"
             };
             crate::timing::phase(homed, t);
-            Ok(Homed {
+            Ok(KeyIntervals {
                 key_count: keys.len(),
                 try_key,
                 journal_key,
                 homes,
                 home,
             })
-        });
-        let numbers = JournalNumbers {
-            key_ids: &all_key,
-            ids: &all_id,
-            key_count: source_key_count,
-            id_count,
-        };
-        let said = JournalSays::of(all_journal, all_keys, numbers);
-        crate::timing::phase("prepare:objects:journal", t);
-        (homed.join().expect("finding homes does not panic"), said)
-    });
+        },
+    );
     let (homed, mut said) = (homed?, said?);
-    let Homed {
+    let KeyIntervals {
         key_count,
         try_key,
         journal_key,
@@ -414,9 +293,12 @@ pub fn attribute(
         (keep, out)
     };
     // In two halves, one on a thread of its own.
-    let ((mut keep, mut out), rest) = super::in_halves(provider.height(), attribute_rows);
-    keep.extend(rest.0);
-    out.extend(rest.1);
+    let mut parts = crate::parallel::over_rows(provider.height(), attribute_rows).into_iter();
+    let (mut keep, mut out) = parts.next().expect("over_rows gives every part");
+    for (part_keep, part_out) in parts {
+        keep.extend(part_keep);
+        out.extend(part_out);
+    }
 
     crate::timing::phase("prepare:objects:attribute", t);
     let journal_ids = if whole_journal {
@@ -446,14 +328,8 @@ pub fn attribute(
         .rename("interval_end", "provider_interval_end".into())
         .engine("attributing provider objects")?;
     // The creators' columns are taken on a thread of their own while the others are built.
-    let (columns, creators) = std::thread::scope(|threads| {
-        let creators = threads.spawn(|| creators(&out, all_journal));
-        let columns = out.columns(&homes);
-        (
-            columns,
-            creators.join().expect("taking the creators does not panic"),
-        )
-    });
+    let (columns, creators) =
+        crate::parallel::side_by_side(|| out.columns(&homes), || creators(&out, all_journal));
     let mut columns = columns?;
     columns.extend(creators?);
     objects
@@ -475,16 +351,16 @@ pub fn attribute(
 }
 
 /// The tries' and the audited journal's key numbers, and every key's home.
-struct Homed<'f> {
+struct KeyIntervals<'f> {
     key_count: usize,
     try_key: Vec<u32>,
     journal_key: Vec<u32>,
-    homes: Homes<'f>,
+    homes: IntervalSources<'f>,
     home: Vec<Option<u32>>,
 }
 
 /// What the whole journal says of each object id and each key.
-struct JournalSays<'a> {
+struct JournalByObject<'a> {
     /// Per object id: the smallest key of the rows naming it, and whether one is committed.
     named_key: Vec<Option<(&'a str, u32)>>,
     named: Vec<bool>,
@@ -501,21 +377,21 @@ struct JournalSays<'a> {
 }
 
 /// The whole journal's key and id numbers, each below its count.
-struct JournalNumbers<'n> {
+struct JournalCodes<'n> {
     key_ids: &'n [u32],
     ids: &'n [u32],
     key_count: usize,
     id_count: usize,
 }
 
-impl<'a> JournalSays<'a> {
+impl<'a> JournalByObject<'a> {
     /// `keys` are the whole journal's `op_key` cells.
     fn of(
         all_journal: &DataFrame,
         keys: &'a StringChunked,
-        numbers: JournalNumbers<'_>,
-    ) -> Result<JournalSays<'a>> {
-        let JournalNumbers {
+        numbers: JournalCodes<'_>,
+    ) -> Result<JournalByObject<'a>> {
+        let JournalCodes {
             key_ids,
             ids,
             key_count,
@@ -565,7 +441,7 @@ impl<'a> JournalSays<'a> {
                     .filter(|&k| k != NONE)
             })
         });
-        Ok(JournalSays {
+        Ok(JournalByObject {
             named_key,
             named,
             committed,
@@ -661,14 +537,14 @@ impl Live {
 
 /// The rows a key can take its operation interval from: the audited journal's (numbered
 /// first), then the tries' (numbered after them). The two frames are read in place, not
-/// stacked: a stacked copy took hundreds of megabytes at a million intervals.
-struct Homes<'f> {
-    journal: HomeColumns<'f>,
-    tries: HomeColumns<'f>,
+/// stacked into one copy.
+struct IntervalSources<'f> {
+    journal: IntervalSourceColumns<'f>,
+    tries: IntervalSourceColumns<'f>,
 }
 
 /// The columns of one source of homes.
-struct HomeColumns<'f> {
+struct IntervalSourceColumns<'f> {
     frame: &'f DataFrame,
     operation: StringChunked,
     dag: StringChunked,
@@ -700,12 +576,12 @@ type HomeOrder<'a> = (
     (bool, Option<&'a str>),
 );
 
-impl<'f> HomeColumns<'f> {
-    fn of(frame: &'f DataFrame) -> Result<HomeColumns<'f>> {
+impl<'f> IntervalSourceColumns<'f> {
+    fn of(frame: &'f DataFrame) -> Result<IntervalSourceColumns<'f>> {
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
-        Ok(HomeColumns {
+        Ok(IntervalSourceColumns {
             frame,
             operation: crate::cells::text_column(frame, "operation")?,
             dag: crate::cells::text_column(frame, "dag_id")?,
@@ -728,16 +604,16 @@ impl<'f> HomeColumns<'f> {
     }
 }
 
-impl<'f> Homes<'f> {
-    fn new(journal: &'f DataFrame, tries: &'f DataFrame) -> Result<Homes<'f>> {
-        Ok(Homes {
-            journal: HomeColumns::of(journal)?,
-            tries: HomeColumns::of(tries)?,
+impl<'f> IntervalSources<'f> {
+    fn new(journal: &'f DataFrame, tries: &'f DataFrame) -> Result<IntervalSources<'f>> {
+        Ok(IntervalSources {
+            journal: IntervalSourceColumns::of(journal)?,
+            tries: IntervalSourceColumns::of(tries)?,
         })
     }
 
     /// The source and row of a home's number.
-    fn at(&self, home: u32) -> (&HomeColumns<'f>, usize) {
+    fn at(&self, home: u32) -> (&IntervalSourceColumns<'f>, usize) {
         let home = home as usize;
         match home.checked_sub(self.journal.frame.height()) {
             None => (&self.journal, home),
@@ -761,7 +637,8 @@ impl<'f> Homes<'f> {
     /// A journal row whose key is its own try's expected key says nothing the try's row does
     /// not, and is passed over.
     fn best(&self, keys: usize, journal_key: &[u32], try_key: &[u32]) -> Result<Vec<Option<u32>>> {
-        let own_try = crate::cells::number_column(self.journal.frame, "try_row")?;
+        let own_try =
+            crate::cells::number_column(self.journal.frame, super::model::journal::TRY_ROW)?;
         let journal_candidates = journal_key.iter().zip(own_try.iter()).map(|(&key, own)| {
             let own = own.map_or(NONE, |row| try_key[row as usize]);
             (key != own).then_some(key)
@@ -789,7 +666,10 @@ impl<'f> Homes<'f> {
     /// journal rows with no try of their own are taken from the journal.
     fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
         let journal_height = self.journal.frame.height() as u32;
-        let own_try = one_chunk(crate::cells::number_column(self.journal.frame, "try_row")?);
+        let own_try = one_chunk(crate::cells::number_column(
+            self.journal.frame,
+            super::model::journal::TRY_ROW,
+        )?);
         let mut try_rows = Vec::with_capacity(homes.len());
         let mut journal_rows = Vec::with_capacity(homes.len());
         for &home in homes {
@@ -804,7 +684,10 @@ impl<'f> Homes<'f> {
             try_rows.push(in_tries);
             journal_rows.push(in_journal);
         }
-        let try_rows = IdxCa::from_iter_options("interval_try".into(), try_rows.into_iter());
+        let try_rows = IdxCa::from_iter_options(
+            super::model::objects::INTERVAL_TRY.into(),
+            try_rows.into_iter(),
+        );
         let from_journal = journal_rows.iter().any(Option::is_some).then(|| {
             let mask: BooleanChunked = journal_rows.iter().map(Option::is_some).collect();
             let rows = IdxCa::from_iter_options("home".into(), journal_rows.iter().copied());
@@ -883,18 +766,28 @@ impl<'a> ObjectColumns<'a> {
         self.commit.extend(other.commit);
     }
 
-    fn columns(&self, homes: &Homes<'_>) -> Result<Vec<Column>> {
+    fn columns(&self, homes: &IntervalSources<'_>) -> Result<Vec<Column>> {
         let mut columns = vec![
             Column::new("live".into(), &self.live),
             Column::new("named".into(), &self.named),
             Column::new("committed".into(), &self.committed),
             StringChunked::from_iter_options("key".into(), self.key.iter().copied()).into_column(),
-            UInt32Chunked::from_iter_options("key_id".into(), self.key_id.iter().copied())
-                .into_column(),
-            UInt32Chunked::from_iter_options("xid".into(), self.id.iter().copied()).into_column(),
+            UInt32Chunked::from_iter_options(
+                super::model::KEY_CODE.into(),
+                self.key_id.iter().copied(),
+            )
+            .into_column(),
+            UInt32Chunked::from_iter_options(
+                super::model::EXTERNAL_ID_CODE.into(),
+                self.id.iter().copied(),
+            )
+            .into_column(),
         ];
         columns.extend(homes.take(&self.home)?);
-        columns.push(Column::new("key_journaled".into(), &self.key_journaled));
+        columns.push(Column::new(
+            super::model::objects::KEY_JOURNALED.into(),
+            &self.key_journaled,
+        ));
         columns.push(Column::new("key_ttl".into(), &self.key_ttl));
         Ok(columns)
     }
@@ -927,54 +820,4 @@ fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<
         Ok(column.take(&rows).engine(from)?.with_name(name.into()))
     })
     .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn column(cells: &[Option<&str>]) -> StringChunked {
-        cells.iter().copied().collect()
-    }
-
-    #[test]
-    fn strings_are_numbered_in_first_seen_order_across_columns() {
-        let (journal, objects) = (
-            column(&[Some("k1"), Some("k1"), None, Some("k2")]),
-            column(&[Some("k2"), Some("k3"), None, Some("k1")]),
-        );
-        let mut numbers = Numbers::default();
-        assert_eq!(numbers.add(&journal), vec![0, 0, NONE, 1]);
-        assert_eq!(numbers.add(&objects), vec![1, 2, NONE, 0]);
-        assert_eq!(numbers.get("k3"), 2);
-        assert_eq!(numbers.get("k4"), NONE);
-        assert_eq!(
-            numbers.find(&column(&[Some("k4"), Some("k2")])),
-            vec![NONE, 1]
-        );
-    }
-
-    #[test]
-    fn adding_mostly_known_strings_gives_the_numbers_adding_gives() {
-        let known = column(&[Some("a"), Some("b"), Some("c")]);
-        // New strings in both halves, repeated, and NULLs: the halves are looked up apart.
-        let tries = column(&[
-            Some("b"),
-            Some("x"),
-            None,
-            Some("a"),
-            Some("y"),
-            Some("x"),
-            Some("c"),
-            Some("z"),
-            Some("y"),
-        ]);
-        let mut one_by_one = Numbers::default();
-        one_by_one.add(&known);
-        let mut halves = Numbers::default();
-        halves.add(&known);
-        assert_eq!(halves.add_mostly_known(&tries), one_by_one.add(&tries));
-        assert_eq!(halves.len(), 6);
-        assert_eq!(halves.get("z"), one_by_one.get("z"));
-    }
 }

@@ -1,5 +1,6 @@
 //! Findings as CSV, one row each. Cells a spreadsheet would run as a formula are defused.
 
+use crate::output::defuse;
 use crate::report::Report;
 
 const HEADER: [&str; 12] = [
@@ -39,13 +40,4 @@ pub fn render(report: &Report) -> String {
         let _ = writer.write_record(record.iter().map(|cell| defuse(cell)));
     }
     String::from_utf8(writer.into_inner().unwrap_or_default()).unwrap_or_default()
-}
-
-/// A cell starting with `= + - @` (or a tab or carriage return) is a formula to a spreadsheet;
-/// a leading `'` keeps it text.
-pub fn defuse(cell: &str) -> String {
-    match cell.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{cell}"),
-        _ => cell.to_string(),
-    }
 }

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::html::{document, escape};
-use crate::commands::trace::Trace;
+use crate::report::trace::Trace;
 
 fn verdict_colour(verdict: &str) -> &'static str {
     match verdict {

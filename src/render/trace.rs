@@ -3,7 +3,7 @@
 
 use super::table::terminal_table;
 use super::terminal_safe;
-use crate::commands::trace::Trace;
+use crate::report::trace::Trace;
 
 /// The version of `trace --format json` (docs/trace.schema.json).
 pub const FORMAT_VERSION: u32 = 1;

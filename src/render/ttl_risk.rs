@@ -2,7 +2,7 @@
 
 use super::table::terminal_table;
 use super::terminal_safe;
-use crate::commands::ttl_risk::TtlRisk;
+use crate::report::ttl_risk::TtlRisk;
 
 /// The version of `ttl-risk --format json` (docs/ttl-risk.schema.json).
 pub const FORMAT_VERSION: u32 = 1;

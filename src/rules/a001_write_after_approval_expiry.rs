@@ -3,6 +3,7 @@ use polars::prelude::*;
 use crate::cells::{groups, ints, texts};
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
@@ -25,7 +26,7 @@ declare_rule! {
     /// key version with a new approval (`reexport-new-version`, needs approval).
     pub struct WriteAfterApprovalExpiry => "A001", "write-after-approval-expiry", Error;
 }
-impl_rule!(WriteAfterApprovalExpiry, check);
+impl_rule!(WriteAfterApprovalExpiry, check, repair);
 
 fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Finding>> {
     let approvals = prepared
@@ -137,4 +138,13 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
             }))
         })
         .collect()
+}
+
+/// `investigate` (manual): decide whether the write after the approval expired may stand; redo it under a new key version with a new approval if not.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::investigate(
+        finding,
+        "approval-expired",
+        "decide whether the write after the approval expired may stand; redo it under a new key version with a new approval if not",
+    )
 }

@@ -2,7 +2,8 @@ use polars::prelude::*;
 
 use crate::cells::{ints, texts};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{Prepared, TASK_INSTANCE};
+use crate::prepare::{Prepared, TASK_INSTANCE, model};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule, try_ref};
 use crate::timestamp;
 
@@ -27,20 +28,20 @@ declare_rule! {
     /// creating.
     pub struct OverlappingTries => "C001", "overlapping-tries", Warning;
 }
-impl_rule!(OverlappingTries, check);
+impl_rule!(OverlappingTries, check, repair);
 
 fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
     // A journal row's `try_row` is the row of `tries` it belongs to (prepare matched them on
     // `TRY`).
-    let on = [col("try_row")];
+    let on = [col(model::journal::TRY_ROW)];
     let last_write = prepared
         .journal()
-        .filter(col("try_row").is_not_null())
+        .filter(col(model::journal::TRY_ROW).is_not_null())
         .group_by(on.clone())
         .agg([col("recorded_at").max().alias("last_write")]);
     let spans = prepared
         .tries()
-        .with_row_index("try_row", None)
+        .with_row_index(model::journal::TRY_ROW, None)
         .filter(col("start_date").is_not_null())
         .join(last_write, on.clone(), on, JoinArgs::new(JoinType::Left))
         .select([
@@ -150,4 +151,13 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `investigate` (manual): check both tries' effects; make the commit atomic with the journal's one-commit-per-key constraint.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::investigate(
+        finding,
+        "overlapping-tries",
+        "check both tries' effects; make the commit atomic with the journal's one-commit-per-key constraint",
+    )
 }

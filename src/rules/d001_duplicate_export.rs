@@ -27,20 +27,24 @@ declare_rule! {
     /// are further apart than the key TTL, T001 explains why the key did not help.
     pub struct DuplicateExport => "D001", "duplicate-export", Error;
 }
-impl_rule!(DuplicateExport, check);
+impl_rule!(
+    DuplicateExport,
+    check,
+    crate::rules::repair::void_duplicates
+);
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Live objects per key, counted in an array indexed by the key's number (a window over a
-    // million keys took more memory than the objects themselves).
+    // Live objects per key, counted in an array indexed by the key's code (no window over
+    // the keys).
     let objects = &prepared.objects;
-    let keys = crate::cells::number_column(objects, "key_id")?;
-    let live = crate::cells::flag_column(objects, "live")?;
+    let keys = prepared.object_key_codes()?;
+    let live = prepared.live_objects()?;
     let live_keys = || {
         keys.iter()
             .zip(live.iter())
             .map(|(key, live)| key.filter(|_| live == Some(true)))
     };
-    let mut per_key = vec![0u32; prepared.key_count];
+    let mut per_key = prepared.codes.per_key(0u32);
     for key in live_keys().flatten() {
         per_key[key as usize] += 1;
     }

@@ -28,7 +28,11 @@ declare_rule! {
     /// interval sends the same key (`fix-key-derivation`).
     pub struct DuplicateInterval => "D002", "duplicate-interval", Error;
 }
-impl_rule!(DuplicateInterval, check);
+impl_rule!(
+    DuplicateInterval,
+    check,
+    crate::rules::repair::void_duplicates
+);
 
 fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();

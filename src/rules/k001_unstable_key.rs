@@ -3,6 +3,7 @@ use polars::prelude::*;
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
 use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::JournalRows;
@@ -26,7 +27,7 @@ declare_rule! {
     /// finding names the part of the key that changed.
     pub struct UnstableKey => "K001", "unstable-key", Error;
 }
-impl_rule!(UnstableKey, check);
+impl_rule!(UnstableKey, check, repair, ChangedPart);
 
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
@@ -68,7 +69,8 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
                     evidence.keys.join(", ")
                 ),
                 evidence,
-            }))
+            })
+            .with_repair_input(ChangedPart(part)))
         })
         .collect()
 }
@@ -88,7 +90,7 @@ pub fn unstable_part(journal: &JournalRows, rows: &[usize]) -> &'static str {
                 .is_some_and(|run| key(*row).contains(run))
         })
     {
-        return "the run_id";
+        return RUN_ID;
     }
     let tries: std::collections::BTreeSet<_> =
         rows.iter().map(|row| journal.try_number[*row]).collect();
@@ -107,8 +109,73 @@ pub fn unstable_part(journal: &JournalRows, rows: &[usize]) -> &'static str {
         let stripped: std::collections::BTreeSet<String> =
             rows.iter().map(|row| with_try_removed(*row)).collect();
         if stripped.len() == 1 {
-            return "the try_number";
+            return TRY_NUMBER;
         }
     }
-    "a time or random part"
+    OTHER
+}
+
+/// Which part of the key changed between the tries (`unstable_part`), kept for the repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ChangedPart(&'static str);
+
+impl repair::RepairText for ChangedPart {
+    fn text(&self) -> Option<String> {
+        Some(self.0.to_string())
+    }
+    fn of_text(text: &str) -> Option<ChangedPart> {
+        PARTS.into_iter().find(|part| *part == text).map(ChangedPart)
+    }
+}
+
+/// Every part `unstable_part` names.
+const PARTS: [&str; 3] = [RUN_ID, TRY_NUMBER, OTHER];
+const RUN_ID: &str = "the run_id";
+const TRY_NUMBER: &str = "the try_number";
+const OTHER: &str = "a time or random part";
+
+/// `fix-key-derivation` (manual), one action per operation: derive the key without the part
+/// that changed.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    let part = finding
+        .repair_input
+        .get::<ChangedPart>()
+        .map_or("an unstable part", |part| part.0);
+    repair::fix_key_derivation(
+        finding,
+        UnstableKey::CODE,
+        "unstable-key",
+        format!(
+            "derive the key only from what identifies the interval's operation (e.g. {{interval_start:%Y-%m-%d}}), not from {part}"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::repair::{Kind, Safety};
+
+    #[test]
+    fn the_repair_names_the_part_the_detection_found_whatever_the_message_says() {
+        let finding = UnstableKey::finding(FindingDraft {
+            operation: Some("orders".into()),
+            message: "3 tries used 3 keys".into(),
+            ..FindingDraft::default()
+        })
+        .with_repair_input(ChangedPart("the run_id"));
+        let repairs = repair(&finding, &NamedRows::default());
+        assert_eq!(repairs.len(), 1);
+        let fix = &repairs[0];
+        assert_eq!(
+            (fix.kind, fix.safety),
+            (Kind::FixKeyDerivation, Safety::Manual)
+        );
+        assert_eq!(fix.acts_on, ["orders", "K001"]);
+        assert!(
+            fix.explanation.ends_with("not from the run_id"),
+            "{}",
+            fix.explanation
+        );
+    }
 }

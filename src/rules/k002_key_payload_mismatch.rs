@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use crate::cells::{groups, texts};
 use crate::config::Replay;
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
+use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule};
 
 declare_rule! {
@@ -28,32 +29,34 @@ declare_rule! {
     /// (`reexport-new-version`, needs approval); otherwise investigate why the body changed.
     pub struct KeyPayloadMismatch => "K002", "key-payload-mismatch", Error;
 }
-impl_rule!(KeyPayloadMismatch, check);
+impl_rule!(KeyPayloadMismatch, check, repair);
 
 fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The keys seen with more than one payload, found on the key and hash columns alone
     // before any row is described.
     let payloads = |frame: LazyFrame| {
-        frame.select([col("key_id"), col("payload_hash")]).filter(
-            col("key_id")
-                .is_not_null()
-                .and(col("payload_hash").is_not_null()),
-        )
+        frame
+            .select([col(model::KEY_CODE), col("payload_hash")])
+            .filter(
+                col(model::KEY_CODE)
+                    .is_not_null()
+                    .and(col("payload_hash").is_not_null()),
+            )
     };
     let mismatched_keys = concat(
         [payloads(prepared.journal()), payloads(prepared.objects())],
         UnionArgs::default(),
     )
     .engine("K002")?
-    .group_by([col("key_id")])
+    .group_by([col(model::KEY_CODE)])
     .agg([col("payload_hash").n_unique().alias("payloads")])
     .filter(col("payloads").gt(lit(1u32)))
-    .select([col("key_id")]);
+    .select([col(model::KEY_CODE)]);
     let of_mismatched = |frame: LazyFrame| {
         frame.join(
             mismatched_keys.clone(),
-            [col("key_id")],
-            [col("key_id")],
+            [col(model::KEY_CODE)],
+            [col(model::KEY_CODE)],
             JoinArgs::new(JoinType::Semi),
         )
     };
@@ -179,4 +182,25 @@ fn join_or(texts: &BTreeSet<&str>, none: &str) -> String {
     } else {
         texts.iter().copied().collect::<Vec<_>>().join(", ")
     }
+}
+
+/// `reexport-new-version` (needs approval): the wanted payload under a new key version.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    let key = finding.op_key.clone().unwrap_or_default();
+    vec![Repair {
+        targets: finding.evidence.external_ids.clone(),
+        preconditions: vec![
+            format!("the changed payload under {key} is the one wanted"),
+            "a new approval for the re-export".to_string(),
+        ],
+        explanation: format!(
+            "one key carried different payloads: export the wanted payload under a new key version (e.g. {key}:v2) with a new approval; the provider may have kept the first body"
+        ),
+        ..Repair::new(
+            Kind::ReexportNewVersion,
+            Safety::NeedsApproval,
+            "payload-changed",
+            vec![key.clone()],
+        )
+    }]
 }

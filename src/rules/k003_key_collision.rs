@@ -2,7 +2,8 @@ use polars::prelude::*;
 
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::JournalRows;
@@ -26,7 +27,7 @@ declare_rule! {
     /// (`reexport-new-version`, needs approval).
     pub struct KeyCollision => "K003", "key-collision", Error;
 }
-impl_rule!(KeyCollision, check);
+impl_rule!(KeyCollision, check, repair);
 
 fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
     let collided = prepared
@@ -35,13 +36,13 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(
             col("dag_id")
                 .n_unique()
-                .over([col("key_id")])
+                .over([col(model::KEY_CODE)])
                 .engine("window")?
                 .gt(lit(1u32))
                 .or(col("interval")
                     .drop_nulls()
                     .n_unique()
-                    .over([col("key_id")])
+                    .over([col(model::KEY_CODE)])
                     .engine("window")?
                     .gt(lit(1u32))),
         )
@@ -84,4 +85,14 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `fix-key-derivation` (manual), one action per operation.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::fix_key_derivation(
+        finding,
+        KeyCollision::CODE,
+        "key-collision",
+        "make the key unique per DAG and interval (include the dag_id and a date as fine as the schedule), then re-export the intervals that got another interval's object".to_string(),
+    )
 }

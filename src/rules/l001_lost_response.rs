@@ -1,6 +1,7 @@
 use crate::cells::groups;
 use crate::error::Result;
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
+use crate::rules::repair::{JournalRow, Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
@@ -27,31 +28,36 @@ declare_rule! {
     /// (`adopt-external-id`, automatic: the provider proves the object exists under the key).
     pub struct LostResponse => "L001", "lost-response", Error;
 }
-impl_rule!(LostResponse, check);
+impl_rule!(LostResponse, check, repair);
+
+/// Whether a provider object's own row makes it a lost response: live at the provider, and no
+/// committed row names it. L001 reports such an object when an intent was written under its
+/// key.
+pub fn object_lost(live: Option<bool>, committed: Option<bool>) -> bool {
+    live == Some(true) && committed == Some(false)
+}
 
 fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Per key number: whether an intent was written under it, and whether an object lost
-    // under it (arrays, not joins: a million keys).
-    let journal_keys = number_column(&prepared.journal, "key_id")?;
+    // Per key code: whether an intent was written under it, and whether an object lost
+    // under it (arrays indexed by key code, not joins).
+    let journal_keys = prepared.journal_key_codes()?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
-    let mut intended = vec![false; prepared.key_count];
+    let mut intended = prepared.codes.per_key(false);
     for (key, phase) in journal_keys.iter().zip(phases.iter()) {
         if let (Some(key), Some("intent")) = (key, phase) {
             intended[key as usize] = true;
         }
     }
-    let object_keys = number_column(&prepared.objects, "key_id")?;
+    let object_keys = prepared.object_key_codes()?;
     let (live, committed) = (
-        flag_column(&prepared.objects, "live")?,
+        prepared.live_objects()?,
         flag_column(&prepared.objects, "committed")?,
     );
     let is_lost = object_keys
         .iter()
         .zip(live.iter().zip(committed.iter()))
         .map(|(key, (live, committed))| {
-            live == Some(true)
-                && committed == Some(false)
-                && key.is_some_and(|key| intended[key as usize])
+            object_lost(live, committed) && key.is_some_and(|key| intended[key as usize])
         });
     let lost = gather_sorted(
         &prepared.objects,
@@ -59,8 +65,8 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         &["key", "created_at", "external_id"],
         "L001 objects",
     )?;
-    let mut lost_key = vec![false; prepared.key_count];
-    for key in number_column(&lost, "key_id")?.iter().flatten() {
+    let mut lost_key = prepared.codes.per_key(false);
+    for key in number_column(&lost, model::KEY_CODE)?.iter().flatten() {
         lost_key[key as usize] = true;
     }
     let writers = gather_sorted(
@@ -109,4 +115,68 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `adopt-external-id`: a committed row naming the object, written for the try whose intent
+/// sent the request (automatic), or by hand where no intent row says which try that was
+/// (manual).
+fn repair(finding: &Finding, named: &NamedRows) -> Vec<Repair> {
+    let Some((id, object)) = finding
+        .evidence
+        .external_ids
+        .first()
+        .and_then(|id| named.object(id).map(|object| (id, object)))
+    else {
+        return Vec::new();
+    };
+    let key = finding.op_key.clone().unwrap_or_default();
+    let writer =
+        object
+            .by_run_id
+            .clone()
+            .zip(object.by_try_number)
+            .and_then(|(run_id, try_number)| {
+                named
+                    .intent(&key, &run_id, try_number)
+                    .map(|writer| (run_id, try_number, writer))
+            });
+    let mut repair = Repair {
+        targets: vec![id.clone()],
+        preconditions: vec![
+            format!("{id} is still live at the provider under key {key}"),
+            format!("the journal still has no committed row naming {id}"),
+        ],
+        ..Repair::new(
+            Kind::AdoptExternalId,
+            Safety::Automatic,
+            "lost-response",
+            vec![id.clone()],
+        )
+    };
+    match writer {
+        Some((run_id, try_number, writer)) => {
+            repair.explanation = format!(
+                "record the lost response: a committed row for {run_id} try {try_number} naming {id}, so the journal knows the export exists"
+            );
+            repair.journal_row = Some(JournalRow {
+                op_key: key,
+                dag_id: writer.dag_id.clone(),
+                task_id: writer.task_id.clone(),
+                map_index: object.by_map_index.unwrap_or(writer.map_index),
+                run_id,
+                try_number,
+                external_id: id.clone(),
+                payload_hash: object.payload_hash.clone(),
+                recorded_at: timestamp::format_opt(object.created_at),
+            });
+        }
+        None => {
+            // Without the try that sent the request the row cannot be written.
+            repair.safety = Safety::Manual;
+            repair.explanation = format!(
+                "record {id} in the journal by hand: no intent row says which try created it"
+            );
+        }
+    }
+    vec![repair]
 }

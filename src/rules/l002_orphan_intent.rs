@@ -1,10 +1,10 @@
 use crate::cells::{groups, ints};
 use crate::error::Result;
 use crate::prepare::{IntervalObject, Prepared, WantedInterval};
+use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::{JournalRows, gather_sorted};
-use crate::cells::number_column;
 
 declare_rule! {
     /// ## What it detects
@@ -31,16 +31,16 @@ declare_rule! {
     /// this operation's export, or retry once it is known not to be.
     pub struct OrphanIntent => "L002", "orphan-intent", Info;
 }
-impl_rule!(OrphanIntent, check);
+impl_rule!(OrphanIntent, check, repair);
 
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Per key number: an intent, a committed or reconciled row, the first intent's time, an
-    // object under it (arrays, not group-bys and joins: a million keys).
-    let keys = number_column(&prepared.journal, "key_id")?;
+    // Per key code: an intent, a committed or reconciled row, the first intent's time, an
+    // object under it (arrays indexed by key code, not group-bys and joins).
+    let keys = prepared.journal_key_codes()?;
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;
-    let mut done = vec![false; prepared.key_count];
-    let mut first_intent: Vec<Option<Option<i64>>> = vec![None; prepared.key_count];
+    let mut done = prepared.codes.per_key(false);
+    let mut first_intent: Vec<Option<Option<i64>>> = prepared.codes.per_key(None);
     for ((key, phase), at) in keys.iter().zip(phases.iter()).zip(recorded.iter()) {
         let Some(key) = key else { continue };
         let key = key as usize;
@@ -56,11 +56,11 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
             _ => {}
         }
     }
-    let mut has_object = vec![false; prepared.key_count];
-    for key in number_column(&prepared.objects, "key_id")?.iter().flatten() {
+    let mut has_object = prepared.codes.per_key(false);
+    for key in prepared.object_key_codes()?.iter().flatten() {
         has_object[key as usize] = true;
     }
-    let orphan: Vec<bool> = (0..prepared.key_count)
+    let orphan: Vec<bool> = (0..prepared.codes.keys)
         .map(|key| {
             !done[key]
                 && !has_object[key]
@@ -142,4 +142,60 @@ fn listing(objects: &[&IntervalObject]) -> String {
         })
         .collect();
     objects.join(", ")
+}
+
+/// With a live object in the interval: `investigate` (manual), as that object may be this
+/// operation's export. Without: `retry-same-key` (automatic), as nothing was created.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    let key = finding.op_key.clone().unwrap_or_default();
+    let targets = finding.evidence.external_ids.clone();
+    if !targets.is_empty() {
+        let preconditions = std::iter::once(format!(
+            "the journal still has no committed row for key {key}"
+        ))
+        .chain(
+            targets
+                .iter()
+                .map(|id| format!("{id} is still live at the provider")),
+        )
+        .collect();
+        let explanation = format!(
+            "the intent under {key} left no object under its key, but the provider lists {} for the interval: if it is this operation's export, adopt it into the journal; retry with the same key only once it is known not to be",
+            targets.join(", ")
+        );
+        return vec![Repair {
+            targets,
+            preconditions,
+            explanation,
+            ..Repair::new(
+                Kind::Investigate,
+                Safety::Manual,
+                "object-exists-for-interval",
+                vec![key],
+            )
+        }];
+    }
+    let start = finding
+        .interval
+        .as_deref()
+        .and_then(|interval| interval.split('/').next())
+        .unwrap_or("INTERVAL");
+    let task = finding.operation.as_deref().unwrap_or("TASK");
+    let explanation = format!(
+        "nothing was created: clear the task so it runs again with the same key, e.g. `airflow tasks clear {} --start-date {start} --end-date {start} --yes` (the task of operation {task})",
+        finding.dag_id.as_deref().unwrap_or("DAG")
+    );
+    vec![Repair {
+        preconditions: vec![
+            format!("the provider still lists no object under key {key}"),
+            format!("the journal still has no committed row for key {key}"),
+        ],
+        explanation,
+        ..Repair::new(
+            Kind::RetrySameKey,
+            Safety::Automatic,
+            "nothing-created",
+            vec![key.clone()],
+        )
+    }]
 }

@@ -1,5 +1,6 @@
 use crate::error::Result;
 use crate::prepare::Prepared;
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::{ObjectRows, gather_sorted};
@@ -24,7 +25,7 @@ declare_rule! {
     /// into the journal; if not, void it.
     pub struct UnjournaledExport => "L003", "unjournaled-export", Warning;
 }
-impl_rule!(UnjournaledExport, check);
+impl_rule!(UnjournaledExport, check, repair);
 
 fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     let objects = &prepared.objects;
@@ -60,4 +61,13 @@ fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `investigate` (manual): find who created the object; adopt it into the journal if it belongs to an interval, void it if not.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::investigate(
+        finding,
+        "unjournaled-object",
+        "find who created the object; adopt it into the journal if it belongs to an interval, void it if not",
+    )
 }

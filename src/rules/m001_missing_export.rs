@@ -1,7 +1,8 @@
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, model};
+use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::{JournalRows, gather_sorted};
@@ -27,15 +28,15 @@ declare_rule! {
     /// export, re-export under a new key version with a new approval (`reexport-new-version`).
     pub struct MissingExport => "M001", "missing-export", Warning;
 }
-impl_rule!(MissingExport, check);
+impl_rule!(MissingExport, check, repair);
 
 fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The object row of each object id, and which ids are live (arrays indexed by the id's
-    // number: a million ids).
+    // code).
     let objects = &prepared.objects;
-    let ids = |frame: &DataFrame| number_column(frame, "xid");
+    let ids = |frame: &DataFrame| number_column(frame, model::EXTERNAL_ID_CODE);
     let object_of = prepared.object_rows_by_id()?;
-    let mut live_ids = vec![false; prepared.id_count];
+    let mut live_ids = prepared.codes.per_external_id(false);
     for (id, live) in ids(objects)?
         .iter()
         .zip(flag_column(objects, "live")?.iter())
@@ -90,4 +91,36 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `reexport-new-version` (needs approval): the committed objects are gone, so the interval's
+/// export is made again under a new key version.
+fn repair(finding: &Finding, named: &NamedRows) -> Vec<Repair> {
+    let key = finding.op_key.clone().unwrap_or_default();
+    let targets = finding.evidence.external_ids.clone();
+    let preconditions = targets
+        .iter()
+        .map(|id| match named.object(id) {
+            Some(object) => format!("{id} is still {} at the provider", object.status),
+            None => format!("{id} is still absent from the provider"),
+        })
+        .chain(std::iter::once(
+            "a new approval for the re-export".to_string(),
+        ))
+        .collect();
+    let explanation = format!(
+        "the journal names {} but the provider has no live object: find out why, then export again under a new key version (e.g. {key}:v2) with a new approval",
+        targets.join(", ")
+    );
+    vec![Repair {
+        targets: targets.clone(),
+        preconditions,
+        explanation,
+        ..Repair::new(
+            Kind::ReexportNewVersion,
+            Safety::NeedsApproval,
+            "object-missing",
+            targets,
+        )
+    }]
 }

@@ -1,7 +1,8 @@
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY, model};
+use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::TryRows;
@@ -31,20 +32,20 @@ declare_rule! {
     /// has the object, adopt it into the journal.
     pub struct UnrecordedSuccess => "M002", "unrecorded-success", Warning;
 }
-impl_rule!(UnrecordedSuccess, check);
+impl_rule!(UnrecordedSuccess, check, repair);
 
 fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     let at_provider = prepared
         .objects()
-        .filter(col("key_id").is_not_null())
-        .group_by([col("key_id")])
+        .filter(col(model::KEY_CODE).is_not_null())
+        .group_by([col(model::KEY_CODE)])
         .agg([col("external_id").min().alias("provider_object")]);
     // A journal row's `try_row` is the row of `tries` it belongs to (prepare matched them on
     // `TRY`): a try with no journal row is a row no journal row points at.
     let written = prepared
         .journal()
-        .filter(col("try_row").is_not_null())
-        .select([col("try_row")]);
+        .filter(col(model::journal::TRY_ROW).is_not_null())
+        .select([col(model::journal::TRY_ROW)]);
     // The pipeline intervals a try of committed (check-then-create retries skip them).
     let interval: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
     let committed = prepared
@@ -57,12 +58,12 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .unique(None, UniqueKeepStrategy::Any);
     let silent = prepared
         .tries()
-        .with_row_index("try_row", None)
+        .with_row_index(model::journal::TRY_ROW, None)
         .filter(col("state").eq(lit("success")))
         .join(
             written,
-            [col("try_row")],
-            [col("try_row")],
+            [col(model::journal::TRY_ROW)],
+            [col(model::journal::TRY_ROW)],
             JoinArgs::new(JoinType::Anti),
         )
         .join(
@@ -73,8 +74,8 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         )
         .join(
             at_provider,
-            [col("key_id")],
-            [col("key_id")],
+            [col(model::KEY_CODE)],
+            [col(model::KEY_CODE)],
             JoinArgs::new(JoinType::Left),
         )
         .sort(TRY.to_vec(), Default::default())
@@ -82,7 +83,7 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .engine("M002")?;
     // A try whose expected key the journal committed in a run outside the audit (a manual
     // re-trigger of the interval) found it committed too.
-    let keys = crate::cells::number_column(&silent, "key_id")?;
+    let keys = crate::cells::number_column(&silent, model::KEY_CODE)?;
     let unprotected = keys
         .iter()
         .map(|key| !key.is_some_and(|key| prepared.key_committed(key)));
@@ -116,4 +117,13 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
             }))
         })
         .collect()
+}
+
+/// `investigate` (manual): check the task's code path for this run: it succeeded without journalling its operation.
+fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
+    repair::investigate(
+        finding,
+        "unrecorded-success",
+        "check the task's code path for this run: it succeeded without journalling its operation",
+    )
 }

@@ -2,6 +2,11 @@
 //!
 //! A rule reads the prepared frames only, never a source. Its doc comment is its
 //! documentation: `onceonly rule CODE` prints it, so docs and code cannot drift apart.
+//!
+//! A rule's file holds its detection (`check`: findings with their messages) and its repair
+//! (`repair`: the actions it proposes for one of its findings, see [`repair`]). A new rule is
+//! its file, its fixture folder (`fixtures/rules/CODE/{fires,near-miss}` with a README.md each,
+//! and the snapshots its test writes) and its line in `registry!`.
 
 use std::fmt;
 
@@ -9,22 +14,37 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::prepare::Prepared;
+use repair::{NamedRows, Repair, RepairInput};
 
-mod a001_write_after_approval_expiry;
-mod c001_overlapping_tries;
-mod d001_duplicate_export;
-mod d002_duplicate_interval;
-mod k001_unstable_key;
-mod k002_key_payload_mismatch;
-mod k003_key_collision;
-mod l001_lost_response;
-mod l002_orphan_intent;
-mod l003_unjournaled_export;
-mod m001_missing_export;
-mod m002_unrecorded_success;
-mod r001_rerun_after_success;
+pub mod repair;
 mod rows;
-mod t001_ttl_replay;
+
+/// Declares each rule's module and lists its rule in [`REGISTRY`]: one line per rule.
+macro_rules! registry {
+    ($($module:ident::$rule:ident,)*) => {
+        $(pub mod $module;)*
+
+        /// Every rule, in code order.
+        pub static REGISTRY: &[&dyn Rule] = &[$(&$module::$rule),*];
+    };
+}
+
+registry! {
+    d001_duplicate_export::DuplicateExport,
+    d002_duplicate_interval::DuplicateInterval,
+    l001_lost_response::LostResponse,
+    l002_orphan_intent::OrphanIntent,
+    l003_unjournaled_export::UnjournaledExport,
+    m001_missing_export::MissingExport,
+    m002_unrecorded_success::UnrecordedSuccess,
+    k001_unstable_key::UnstableKey,
+    k002_key_payload_mismatch::KeyPayloadMismatch,
+    k003_key_collision::KeyCollision,
+    c001_overlapping_tries::OverlappingTries,
+    r001_rerun_after_success::RerunAfterSuccess,
+    a001_write_after_approval_expiry::WriteAfterApprovalExpiry,
+    t001_ttl_replay::TtlReplay,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +72,13 @@ pub trait Rule: Sync {
     /// The doc comment, as written above the rule.
     fn doc(&self) -> &'static str;
     fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
+    /// The actions proposed for one of this rule's findings (none where it needs none).
+    fn repair(&self, finding: &Finding, named: &NamedRows) -> Vec<Repair>;
+    /// The finding's repair input as text, for a partition's result to carry to the merge
+    /// (None: the rule keeps none).
+    fn repair_input_text(&self, finding: &Finding) -> Option<String>;
+    /// The repair input `repair_input_text` gave, read back (None: not one of this rule's).
+    fn repair_input_of_text(&self, text: &str) -> Option<RepairInput>;
 }
 
 /// Declares a rule struct whose doc comment becomes its `doc()`.
@@ -77,9 +104,13 @@ macro_rules! declare_rule {
 }
 pub(crate) use declare_rule;
 
-/// Implements [`Rule`] for a declared rule with its `check` function.
+/// Implements [`Rule`] for a declared rule with its `check` and `repair` functions, and the
+/// type of its repair input (`RepairText`) where its findings keep one.
 macro_rules! impl_rule {
-    ($name:ident, $check:path) => {
+    ($name:ident, $check:path, $repair:path) => {
+        $crate::rules::impl_rule!($name, $check, $repair, ());
+    };
+    ($name:ident, $check:path, $repair:path, $input:ty) => {
         impl $crate::rules::Rule for $name {
             fn code(&self) -> &'static str {
                 Self::CODE
@@ -99,28 +130,28 @@ macro_rules! impl_rule {
             ) -> $crate::error::Result<Vec<$crate::rules::Finding>> {
                 $check(self, prepared)
             }
+            fn repair(
+                &self,
+                finding: &$crate::rules::Finding,
+                named: &$crate::rules::repair::NamedRows,
+            ) -> Vec<$crate::rules::repair::Repair> {
+                $repair(finding, named)
+            }
+            fn repair_input_text(&self, finding: &$crate::rules::Finding) -> Option<String> {
+                let input = finding.repair_input.get::<$input>()?;
+                $crate::rules::repair::RepairText::text(input)
+            }
+            fn repair_input_of_text(
+                &self,
+                text: &str,
+            ) -> Option<$crate::rules::repair::RepairInput> {
+                <$input as $crate::rules::repair::RepairText>::of_text(text)
+                    .map($crate::rules::repair::RepairInput::new)
+            }
         }
     };
 }
 pub(crate) use impl_rule;
-
-/// Every rule, in code order.
-pub static REGISTRY: &[&dyn Rule] = &[
-    &d001_duplicate_export::DuplicateExport,
-    &d002_duplicate_interval::DuplicateInterval,
-    &l001_lost_response::LostResponse,
-    &l002_orphan_intent::OrphanIntent,
-    &l003_unjournaled_export::UnjournaledExport,
-    &m001_missing_export::MissingExport,
-    &m002_unrecorded_success::UnrecordedSuccess,
-    &k001_unstable_key::UnstableKey,
-    &k002_key_payload_mismatch::KeyPayloadMismatch,
-    &k003_key_collision::KeyCollision,
-    &c001_overlapping_tries::OverlappingTries,
-    &r001_rerun_after_success::RerunAfterSuccess,
-    &a001_write_after_approval_expiry::WriteAfterApprovalExpiry,
-    &t001_ttl_replay::TtlReplay,
-];
 
 /// Finds a rule by code (`D001`) or name (`duplicate-export`), case-insensitively.
 pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
@@ -128,6 +159,11 @@ pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
         rule.code().eq_ignore_ascii_case(code_or_name)
             || rule.name().eq_ignore_ascii_case(code_or_name)
     })
+}
+
+/// The registered rule with this code, exactly as the rule spells it.
+pub fn by_code(code: &str) -> Option<&'static dyn Rule> {
+    REGISTRY.iter().copied().find(|rule| rule.code() == code)
 }
 
 /// The doc comment as text: the one leading space rustdoc keeps on each line removed.
@@ -188,6 +224,20 @@ pub struct Finding {
     /// Against `--baseline`: `new` or `persisting` (resolved ones are listed in the report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<&'static str>,
+    /// What the rule's repair needs beyond the evidence, in the rule's own type.
+    #[serde(skip)]
+    pub repair_input: RepairInput,
+}
+
+impl Finding {
+    /// The finding with `input` kept for its rule's repair.
+    pub fn with_repair_input<T>(mut self, input: T) -> Finding
+    where
+        T: std::any::Any + fmt::Debug + PartialEq + Send + Sync,
+    {
+        self.repair_input = RepairInput::new(input);
+        self
+    }
 }
 
 /// The parts of a finding a rule decides; [`FindingDraft::finish`] adds identity and rule.
@@ -237,6 +287,7 @@ impl FindingDraft {
             message: self.message,
             evidence,
             baseline: None,
+            repair_input: RepairInput::default(),
         }
     }
 }
@@ -287,7 +338,7 @@ mod tests {
         let mut codes: Vec<_> = REGISTRY.iter().map(|rule| rule.code()).collect();
         codes.sort();
         codes.dedup();
-        assert_eq!(codes.len(), 14);
+        assert_eq!(codes.len(), REGISTRY.len(), "a code is registered twice");
         for rule in REGISTRY {
             let doc = doc_text(*rule);
             for heading in [

@@ -28,7 +28,11 @@ declare_rule! {
     /// clearing old intervals, run `onceonly ttl-risk`.
     pub struct RerunAfterSuccess => "R001", "rerun-after-success", Error;
 }
-impl_rule!(RerunAfterSuccess, check);
+impl_rule!(
+    RerunAfterSuccess,
+    check,
+    crate::rules::repair::void_duplicates
+);
 
 fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
@@ -66,7 +70,7 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .collect()
         .engine("R001")?;
     // The reruns are described only for the intervals flagged, not for every interval with a
-    // success: joining run ids into text per interval took seconds at a million intervals.
+    // success: joining run ids into text is the costly part.
     let flagged_intervals = flagged
         .clone()
         .lazy()

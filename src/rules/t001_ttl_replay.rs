@@ -29,7 +29,7 @@ declare_rule! {
     /// `onceonly ttl-risk` and check for an existing object first (check-then-create).
     pub struct TtlReplay => "T001", "ttl-replay", Info;
 }
-impl_rule!(TtlReplay, check);
+impl_rule!(TtlReplay, check, crate::rules::repair::void_duplicates);
 
 fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();

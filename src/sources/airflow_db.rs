@@ -12,9 +12,10 @@ use std::collections::BTreeSet;
 use polars::prelude::*;
 
 use crate::error::{EngineContext, Error, Location, Result};
-use crate::model::ATTEMPTS;
-use crate::sources::database::{Cells, Database, Dialect, Param, ReadTransaction};
+use crate::model::{ATTEMPTS, ProviderWindow};
+use crate::sources::database::{Database, Dialect, Param};
 use crate::sources::pickle;
+use crate::sources::read_transaction::{Cells, ReadTransaction};
 use crate::sources::snapshot::Values;
 use crate::timestamp;
 
@@ -104,6 +105,27 @@ impl TryBounds {
             first_start: starts.min(),
             last_end: ends.max().max(starts.max()),
         })
+    }
+
+    /// The created-at window a provider listing covers for these tries (SPEC §3): the earliest
+    /// start minus `slack` to the latest end plus `slack`; without any try, `since` to `until`
+    /// (the audit's activity window).
+    pub fn listing_window(
+        self,
+        slack: i64,
+        since: Option<i64>,
+        until: Option<i64>,
+    ) -> ProviderWindow {
+        match (self.first_start, self.last_end) {
+            (Some(from), Some(to)) => ProviderWindow {
+                from: Some(from - slack),
+                to: Some(to + slack),
+            },
+            _ => ProviderWindow {
+                from: since,
+                to: until,
+            },
+        }
     }
 }
 

@@ -13,7 +13,8 @@ use polars::prelude::*;
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{JOURNAL, Kind};
-use crate::sources::database::{Database, Dialect, Param, ReadTransaction};
+use crate::sources::database::{Database, Dialect, Param};
+use crate::sources::read_transaction::ReadTransaction;
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
 
 /// Reads the whole journal table in one read transaction of its own: objects of DAGs outside

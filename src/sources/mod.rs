@@ -6,16 +6,93 @@ pub mod database;
 pub mod journal_db;
 pub mod pickle;
 pub mod provider_http;
+pub mod read_transaction;
 pub mod retry;
 pub mod saved;
 pub mod snapshot;
 pub mod sqlite_rows;
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use polars::prelude::DataFrame;
 
-use crate::config::{Config, Source};
 use crate::error::Result;
-use crate::model::Table;
+use crate::model::{ProviderWindow, Table};
+
+/// Where a canonical table comes from, as `[airflow]`, `[journal]` or `[provider]` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Snapshot(PathBuf),
+    /// Airflow's metadata database.
+    Database(database::Database),
+    /// Airflow's REST API.
+    Api(airflow_api::AirflowApi),
+    /// The provider's paginated listing API.
+    Listing(Box<provider_http::ProviderApi>),
+}
+
+impl Source {
+    /// The margin a provider listing is configured with.
+    pub fn listing_slack(&self) -> Option<i64> {
+        match self {
+            Source::Listing(api) => Some(api.slack),
+            _ => None,
+        }
+    }
+
+    /// The source as reports name it: never with a password.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Snapshot(path) => format!("snapshot {}", path.display()),
+            Source::Database(database) => database.shown.clone(),
+            Source::Api(api) => api.shown.clone(),
+            Source::Listing(api) => api.shown.clone(),
+        }
+    }
+}
+
+/// `[journal]`: where the journal is read, and how its own columns and phase values map onto
+/// the canonical journal.
+#[derive(Debug, Clone)]
+pub struct JournalSettings {
+    pub source: Source,
+    /// The journal table, for a database source.
+    pub table: Option<String>,
+    /// canonical column name -> the journal's own column name.
+    pub columns: BTreeMap<String, String>,
+    /// the journal's own phase value -> canonical phase.
+    pub phases: BTreeMap<String, String>,
+}
+
+impl JournalSettings {
+    /// The journal's own name for a canonical column.
+    pub fn column<'a>(&'a self, canonical: &'a str) -> &'a str {
+        self.columns
+            .get(canonical)
+            .map(String::as_str)
+            .unwrap_or(canonical)
+    }
+}
+
+/// Where each canonical table is read from, as the config names them.
+#[derive(Clone, Copy)]
+pub struct TableSources<'a> {
+    pub attempts: &'a Source,
+    pub journal: &'a JournalSettings,
+    pub provider: &'a Source,
+}
+
+impl TableSources<'_> {
+    /// How a table's source is named in reports and errors (never with credentials).
+    pub fn describe(&self, table: Table) -> String {
+        match table {
+            Table::Attempts => self.attempts.describe(),
+            Table::Journal => self.journal.source.describe(),
+            Table::Provider => self.provider.describe(),
+        }
+    }
+}
 
 /// The three canonical tables as read, and what the sources warned about.
 pub struct Tables {
@@ -26,7 +103,7 @@ pub struct Tables {
     /// Where each table came from, as reports name it (attempts, journal, provider).
     pub origins: [String; 3],
     /// The created-at window a provider listing was asked for; None: the source held it all.
-    pub listed_window: Option<crate::prepare::ProviderWindow>,
+    pub listed_window: Option<ProviderWindow>,
     /// The content hash of a snapshot these tables were read from (its manifest's, checked
     /// against the files), so a plan need not encode the tables again to quote it.
     pub snapshot_hash: Option<String>,
@@ -46,13 +123,13 @@ impl Tables {
     }
 }
 
-/// Reads every table the config names. Any failure stops the run: no finding is ever
-/// computed over a table that was only partly read.
+/// Reads every table `from` names. Any failure stops the run: no finding is ever computed
+/// over a table that was only partly read.
 /// A provider listing is asked only for the objects created from the earliest try start minus
-/// `slack` to the latest try end plus `slack` (SPEC §3); `window.audited` says which of the
-/// tries read the audit keeps (an interval range can keep fewer than the SQL filter reads).
+/// `slack` to the latest try end plus `slack` (SPEC §3); `window.of_attempts` gives that window
+/// for the tries the audit keeps (an interval range can keep fewer than the SQL filter reads).
 ///
-/// Each database is read at one point in time (`database::ReadTransaction`). The sources are
+/// Each database is read at one point in time (`read_transaction::ReadTransaction`). The sources are
 /// read side by side:
 ///
 /// * a journal in a database (or file) of its own, and a provider snapshot file, each on a
@@ -69,32 +146,33 @@ impl Tables {
 /// Errors are reported in that order (attempts, journal, provider) whichever comes first; a
 /// listing still running when the attempts fail is stopped.
 pub fn load(
-    config: &Config,
+    from: TableSources<'_>,
     filter: &airflow_db::Filter,
     window: &ListingWindow<'_>,
 ) -> Result<Tables> {
     let slack = window.slack;
-    let shared = shared_database(config);
+    let shared = shared_database(from);
     std::thread::scope(|scope| {
         let journal = shared.is_none().then(|| {
             scope.spawn(|| {
                 let started = std::time::Instant::now();
-                let journal = read_journal(config);
+                let journal = read_journal(from);
                 crate::timing::phase("read:journal", started);
                 journal
             })
         });
-        let mut provider = Provider::start(scope, config);
+        let mut provider = Provider::start(scope, from);
         let started = std::time::Instant::now();
-        let mut list_early = |bounds| {
-            if let Source::Listing(api) = &config.provider.source {
-                provider = Provider::listing(scope, api, listing_window(bounds, filter, slack));
+        let mut list_early = |bounds: airflow_db::TryBounds| {
+            if let Source::Listing(api) = from.provider {
+                let window = bounds.listing_window(slack, filter.since, filter.until);
+                provider = Provider::listing(scope, api, window);
             }
         };
         let early: Option<&mut dyn FnMut(airflow_db::TryBounds)> = (window.list_early
-            && matches!(config.provider.source, Source::Listing(_)))
+            && matches!(from.provider, Source::Listing(_)))
         .then_some(&mut list_early);
-        let read = read_attempts(config, filter, shared.map(|(_, table)| table), early);
+        let read = read_attempts(from, filter, shared.map(|(_, table)| table), early);
         crate::timing::phase(
             match shared {
                 Some(_) => "read:attempts+journal",
@@ -102,7 +180,7 @@ pub fn load(
             },
             started,
         );
-        let provider = provider.finish(config, window, read.as_ref().ok());
+        let provider = provider.finish(from, window, read.as_ref().ok());
         let (attempts, shared_journal) = match read {
             Ok(read) => (Ok((read.attempts, read.warnings)), read.journal),
             Err(err) => (Err(err), None),
@@ -113,27 +191,23 @@ pub fn load(
             // The shared journal is read after the tries, which failed: their error is reported.
             (None, None) => Ok(crate::model::empty(Table::Journal)),
         };
-        finish(config, attempts, journal, provider)
+        finish(from, attempts, journal, provider)
     })
 }
 
 /// The metadata database and the journal table, when the journal is a table of it.
-fn shared_database(config: &Config) -> Option<(&database::Database, &str)> {
-    match (&config.attempts, &config.journal.source) {
+fn shared_database<'a>(from: TableSources<'a>) -> Option<(&'a database::Database, &'a str)> {
+    match (&from.attempts, &from.journal.source) {
         (Source::Database(airflow), Source::Database(journal))
             if airflow.same_database(journal) =>
         {
-            Some((airflow, config.journal.table.as_deref().unwrap_or_default()))
+            Some((airflow, from.journal.table.as_deref().unwrap_or_default()))
         }
         _ => None,
     }
 }
 
-type ProviderRead = Result<(
-    DataFrame,
-    Option<crate::prepare::ProviderWindow>,
-    Vec<String>,
-)>;
+type ProviderRead = Result<(DataFrame, Option<ProviderWindow>, Vec<String>)>;
 
 /// The provider's read, as far as it has got while the attempts are read.
 enum Provider<'scope> {
@@ -143,7 +217,7 @@ enum Provider<'scope> {
     Reading(std::thread::ScopedJoinHandle<'scope, ProviderRead>),
     /// A listing of `window`, on a thread of its own; dropping `stop` stops it.
     Listing {
-        window: provider_http::Window,
+        window: ProviderWindow,
         thread: std::thread::ScopedJoinHandle<'scope, Option<ProviderRead>>,
         stop: tokio::sync::oneshot::Sender<()>,
     },
@@ -153,9 +227,9 @@ impl<'scope> Provider<'scope> {
     /// Starts reading a provider snapshot; a listing waits for its window.
     fn start<'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
-        config: &'env Config,
+        from: TableSources<'env>,
     ) -> Provider<'scope> {
-        match &config.provider.source {
+        match from.provider {
             Source::Snapshot(path) => Provider::Reading(scope.spawn(move || {
                 let started = std::time::Instant::now();
                 let read = snapshot::read(path, Table::Provider, &snapshot::Mapping::default())
@@ -171,7 +245,7 @@ impl<'scope> Provider<'scope> {
     fn listing<'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         api: &'env provider_http::ProviderApi,
-        window: provider_http::Window,
+        window: ProviderWindow,
     ) -> Provider<'scope> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = scope.spawn(move || {
@@ -199,17 +273,12 @@ impl<'scope> Provider<'scope> {
     /// tries' window; nothing when the attempts failed.
     fn finish(
         self,
-        config: &Config,
+        from: TableSources<'_>,
         audited: &ListingWindow<'_>,
         attempts: Option<&AttemptsRead>,
     ) -> Option<ProviderRead> {
         let started = std::time::Instant::now();
-        let window = attempts.map(|read| {
-            (audited.of_attempts)(&read.attempts).map(|window| provider_http::Window {
-                from: window.from,
-                to: window.to,
-            })
-        });
+        let window = attempts.map(|read| (audited.of_attempts)(&read.attempts));
         let provider = match (self, window) {
             (Provider::Reading(thread), Some(_)) => {
                 Some(thread.join().expect("the provider reader does not panic"))
@@ -229,10 +298,10 @@ impl<'scope> Provider<'scope> {
             (Provider::Listing { thread, stop, .. }, window) => {
                 drop(stop);
                 let _ = thread.join();
-                window.map(|window| window.and_then(|window| list_for(config, window)))
+                window.map(|window| window.and_then(|window| list_for(from, window)))
             }
             (Provider::Waiting, Some(window)) => {
-                Some(window.and_then(|window| list_for(config, window)))
+                Some(window.and_then(|window| list_for(from, window)))
             }
             (Provider::Reading(thread), None) => {
                 let _ = thread.join();
@@ -252,51 +321,28 @@ pub struct ListingWindow<'a> {
     pub slack: i64,
     /// The window the audited tries need, given every try the Airflow source returned; a
     /// listing started for another window is listed again for this one.
-    pub of_attempts: &'a (dyn Fn(&DataFrame) -> Result<crate::prepare::ProviderWindow> + Sync),
+    pub of_attempts: &'a (dyn Fn(&DataFrame) -> Result<ProviderWindow> + Sync),
     /// Whether the tries the SQL filter reads are the audited ones, so the listing can start
     /// from their bounds before they are read; false when the audit keeps fewer (an interval
     /// range), and the listing waits for the tries.
     pub list_early: bool,
 }
 
-/// The created-at window to list for tries with these bounds: the earliest start minus `slack`
-/// to the latest end plus `slack`; without any try, what the audit's window asks for.
-fn listing_window(
-    bounds: airflow_db::TryBounds,
-    filter: &airflow_db::Filter,
-    slack: i64,
-) -> provider_http::Window {
-    match (bounds.first_start, bounds.last_end) {
-        (Some(from), Some(to)) => provider_http::Window {
-            from: Some(from - slack),
-            to: Some(to + slack),
-        },
-        _ => provider_http::Window {
-            from: filter.since,
-            to: filter.until,
-        },
-    }
-}
-
 /// The configured listing of `window`, read now.
-fn list_for(config: &Config, window: provider_http::Window) -> ProviderRead {
-    match &config.provider.source {
+fn list_for(from: TableSources<'_>, window: ProviderWindow) -> ProviderRead {
+    match from.provider {
         Source::Listing(api) => runtime()?.block_on(list(api, window)),
         _ => unreachable!("only a listing waits for the tries' window"),
     }
 }
 
-async fn list(api: &provider_http::ProviderApi, window: provider_http::Window) -> ProviderRead {
+async fn list(api: &provider_http::ProviderApi, window: ProviderWindow) -> ProviderRead {
     let listed = provider_http::list(api, window).await?;
-    let covered = crate::prepare::ProviderWindow {
-        from: window.from,
-        to: window.to,
-    };
-    Ok((listed.provider, Some(covered), listed.coverage.warnings))
+    Ok((listed.provider, Some(window), listed.coverage.warnings))
 }
 
 fn finish(
-    config: &Config,
+    from: TableSources<'_>,
     attempts: Result<(DataFrame, Vec<String>)>,
     journal: Result<DataFrame>,
     provider: Option<ProviderRead>,
@@ -311,16 +357,16 @@ fn finish(
         journal,
         provider,
         warnings,
-        origins: Table::ALL.map(|table| describe(config, table)),
+        origins: Table::ALL.map(|table| from.describe(table)),
         listed_window,
         snapshot_hash: None,
     })
 }
 
-fn mapping(config: &Config) -> snapshot::Mapping {
+fn mapping(from: TableSources<'_>) -> snapshot::Mapping {
     snapshot::Mapping {
-        columns: config.journal.columns.clone(),
-        phases: Some(config.journal.phases.clone()),
+        columns: from.journal.columns.clone(),
+        phases: Some(from.journal.phases.clone()),
     }
 }
 
@@ -336,7 +382,7 @@ struct AttemptsRead {
 /// first asked for the tries' bounds when `early` wants them, which it gets before the tries
 /// are read.
 fn read_attempts(
-    config: &Config,
+    from: TableSources<'_>,
     filter: &airflow_db::Filter,
     shared_journal: Option<&str>,
     early: Option<&mut dyn FnMut(airflow_db::TryBounds)>,
@@ -346,13 +392,13 @@ fn read_attempts(
         warnings,
         journal: None,
     };
-    match &config.attempts {
+    match &from.attempts {
         Source::Snapshot(path) => Ok(read(
             snapshot::read(path, Table::Attempts, &snapshot::Mapping::default())?,
             Vec::new(),
         )),
         Source::Database(database) => runtime()?.block_on(async {
-            let mut transaction = database::ReadTransaction::begin(database).await?;
+            let mut transaction = read_transaction::ReadTransaction::begin(database).await?;
             let query = airflow_db::AttemptsQuery::prepare(&mut transaction, filter).await?;
             if let Some(early) = early {
                 let started = std::time::Instant::now();
@@ -362,7 +408,7 @@ fn read_attempts(
             let attempts = query.read(&mut transaction).await?;
             let journal = match shared_journal {
                 Some(table) => {
-                    Some(journal_db::read_in(&mut transaction, table, &mapping(config)).await?)
+                    Some(journal_db::read_in(&mut transaction, table, &mapping(from)).await?)
                 }
                 None => None,
             };
@@ -380,12 +426,12 @@ fn read_attempts(
     }
 }
 
-fn read_journal(config: &Config) -> Result<DataFrame> {
-    let mapping = mapping(config);
-    match &config.journal.source {
+fn read_journal(from: TableSources<'_>) -> Result<DataFrame> {
+    let mapping = mapping(from);
+    match &from.journal.source {
         Source::Snapshot(path) => snapshot::read(path, Table::Journal, &mapping),
         Source::Database(database) => {
-            let name = config.journal.table.as_deref().unwrap_or_default();
+            let name = from.journal.table.as_deref().unwrap_or_default();
             runtime()?.block_on(journal_db::read(database, name, &mapping))
         }
         Source::Api(_) | Source::Listing(_) => {
@@ -399,13 +445,4 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .map_err(|err| crate::error::Error::io("the async runtime", err))
-}
-
-/// How a source is named in reports and errors (never with credentials).
-pub fn describe(config: &Config, table: Table) -> String {
-    match table {
-        Table::Attempts => config.attempts.describe(),
-        Table::Journal => config.journal.source.describe(),
-        Table::Provider => config.provider.source.describe(),
-    }
 }

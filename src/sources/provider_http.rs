@@ -279,22 +279,8 @@ impl ProviderApi {
     }
 }
 
-/// The created-at bounds to list, microseconds, both inclusive; `None` is unbounded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Window {
-    pub from: Option<i64>,
-    pub to: Option<i64>,
-}
-
-impl Window {
-    pub fn unbounded() -> Window {
-        Window::default()
-    }
-
-    fn contains(&self, micros: i64) -> bool {
-        self.from.is_none_or(|from| micros >= from) && self.to.is_none_or(|to| micros <= to)
-    }
-}
+/// The created-at bounds a listing is asked for.
+pub use crate::model::ProviderWindow as Window;
 
 /// What a listing covered and how it went.
 #[derive(Debug, Clone, Default)]
@@ -511,8 +497,8 @@ struct Page {
 
 /// One listed object as kept until the listing ends: where the object's JSON text is in its
 /// page's `raw`, and the value at each mapped field's path (in `PROVIDER` order; `raw`'s is
-/// unused). The parsed JSON of a whole page is dropped as soon as the page is read: kept for a
-/// million objects it took gigabytes.
+/// unused). The parsed JSON of a whole page is dropped as soon as the page is read, so a
+/// listing holds its pages' text and the mapped values, not a tree of values per object.
 struct Object {
     raw: std::ops::Range<usize>,
     fields: Vec<Option<Value>>,
@@ -1278,7 +1264,7 @@ fn frame(
         let mut raw = Some(&page.raw[item.raw.clone()]);
         // Slices overlap and servers round bounds: keep exactly the asked window.
         if let Some(created) = item.field("created_at").and_then(created_micros)
-            && !window.contains(created)
+            && !window.holds(created)
         {
             continue;
         }

@@ -13,6 +13,9 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use tokio::time::Instant;
 
+use crate::progress::Line;
+use crate::timestamp::format_wait;
+
 /// How hard a source tries: configured per source (`[provider]`, `[airflow]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -64,7 +67,7 @@ pub struct Retrier {
     retries: AtomicUsize,
     seed: AtomicU64,
     /// Where a wait is shown while it lasts.
-    progress: crate::progress::Line,
+    progress: Line,
 }
 
 impl Retrier {
@@ -75,12 +78,12 @@ impl Retrier {
             deadline: Instant::now() + policy.deadline,
             retries: AtomicUsize::new(0),
             seed: AtomicU64::new(seed()),
-            progress: crate::progress::Line::default(),
+            progress: Line::default(),
         }
     }
 
     /// Shows each wait on the source's progress line.
-    pub fn reporting_to(mut self, progress: crate::progress::Line) -> Retrier {
+    pub fn reporting_to(mut self, progress: Line) -> Retrier {
         self.progress = progress;
         self
     }
@@ -111,8 +114,8 @@ impl Retrier {
             if Instant::now() + wait > self.deadline {
                 return Err(format!(
                     "{reason}; waiting {} more would pass the deadline of {} (deadline)",
-                    human(wait),
-                    human(self.policy.deadline)
+                    format_wait(wait),
+                    format_wait(self.policy.deadline)
                 ));
             }
             self.retries.fetch_add(1, Ordering::Relaxed);
@@ -158,7 +161,7 @@ impl Retrier {
     pub fn overdue(&self) -> String {
         format!(
             "the deadline of {} for the whole read passed (deadline)",
-            human(self.policy.deadline)
+            format_wait(self.policy.deadline)
         )
     }
 
@@ -214,15 +217,6 @@ pub fn status_line(status: reqwest::StatusCode) -> String {
     match status.canonical_reason() {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
-    }
-}
-
-/// `250ms`, `1.5s`.
-pub fn human(duration: Duration) -> String {
-    if duration < Duration::from_secs(1) {
-        format!("{}ms", duration.as_millis())
-    } else {
-        format!("{:.1}s", duration.as_secs_f64())
     }
 }
 

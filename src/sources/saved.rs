@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{EngineContext, Error, Location, Result};
-use crate::model::Table;
+use crate::model::{ProviderWindow, Table};
 use crate::sources::Tables;
 use crate::sources::snapshot;
 
@@ -71,7 +71,7 @@ fn parquet_bytes(frame: &DataFrame) -> Result<Vec<u8>> {
 
 /// The inputs' fingerprint: the content hash a snapshot of these tables would have, so a plan
 /// made from a snapshot and the snapshot's manifest quote the same value. Tables read from a
-/// snapshot already have it (encoding a million intervals again took seconds).
+/// snapshot already have it, checked against the files, and are not encoded again.
 pub fn fingerprint(tables: &Tables) -> Result<String> {
     if let Some(hash) = &tables.snapshot_hash {
         return Ok(hash.clone());
@@ -129,7 +129,7 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
 
 /// Reads a saved snapshot, refusing one whose files do not match their recorded hashes.
 /// Without `raw`, the provider's `raw` column (the objects' JSON, kept as evidence, read by no
-/// rule) is left NULL rather than read: at a million objects it is a third of the memory.
+/// rule) is left NULL rather than read: it is the largest column of the three tables.
 pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
     let manifest_path = dir.join(MANIFEST);
     let shown = manifest_path.display().to_string();
@@ -199,8 +199,11 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
             provider,
             warnings: manifest.warnings.clone(),
             origins,
-            listed_window: manifest.window.provider_from.as_deref().map(|_| {
-                crate::prepare::ProviderWindow {
+            listed_window: manifest
+                .window
+                .provider_from
+                .as_deref()
+                .map(|_| ProviderWindow {
                     from: manifest
                         .window
                         .provider_from
@@ -211,8 +214,7 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
                         .provider_to
                         .as_deref()
                         .and_then(crate::timestamp::parse),
-                }
-            }),
+                }),
             snapshot_hash: Some(manifest.content_hash.clone()),
         },
         manifest,

@@ -1,9 +1,9 @@
 //! SQLite files read through rusqlite, at one point in time (the SQLite side of
-//! [`ReadTransaction`](crate::sources::database::ReadTransaction)).
+//! [`ReadTransaction`](crate::sources::read_transaction::ReadTransaction)).
 //!
-//! Each cell is borrowed from SQLite's own buffer instead of being copied into an sqlx `AnyRow`
-//! and looked up by name, which made a million-try read take minutes (bench/scale). The file
-//! is opened read-only, and every statement of a source runs in one read transaction.
+//! Each cell is borrowed from SQLite's own buffer and read by its column's position, never
+//! copied into a row of its own first. The file is opened read-only, and every statement of a
+//! source runs in one read transaction.
 
 use std::borrow::Cow;
 

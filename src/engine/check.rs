@@ -1,0 +1,133 @@
+//! Stage 4, rules and verdicts: the selected rules' findings, and a verdict for every try,
+//! worked out side by side from the prepared frames.
+
+use std::collections::BTreeMap;
+
+use polars::prelude::DataFrame;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::prepare::Prepared;
+use crate::report::SkippedRule;
+use crate::rules::{self, Finding, Rule};
+
+use super::scope::AuditOptions;
+
+/// What the rules and the verdicts found.
+pub struct Checked {
+    pub findings: Vec<Finding>,
+    /// A verdict for every try.
+    pub verdicts: DataFrame,
+    /// How many tries had each verdict.
+    pub verdict_counts: BTreeMap<String, usize>,
+    /// How many runs were audited.
+    pub runs: usize,
+    /// How many runs took their interval from each basis.
+    pub interval_basis: BTreeMap<String, usize>,
+    /// Selected rules these inputs cannot run, with the reason.
+    pub rules_skipped: Vec<SkippedRule>,
+}
+
+pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Result<Checked> {
+    let selected: Vec<&dyn Rule> = if options.rules.is_empty() {
+        rules::REGISTRY.to_vec()
+    } else {
+        rules::REGISTRY
+            .iter()
+            .copied()
+            .filter(|rule| {
+                options
+                    .rules
+                    .iter()
+                    .any(|code| code.eq_ignore_ascii_case(rule.code()))
+            })
+            .collect()
+    };
+    // The verdicts do not depend on the findings: they are computed on a thread of their own
+    // while the rules run.
+    let started = std::time::Instant::now();
+    let (findings, verdicts) = std::thread::scope(|threads| {
+        let verdicts = threads.spawn(|| verdicts(prepared));
+        let findings = rules::run_all(prepared, &selected);
+        crate::timing::phase("rules", started);
+        let verdicts = verdicts.join().expect("the verdicts thread does not panic");
+        (findings, verdicts)
+    });
+    let findings = findings?;
+    let (verdicts, verdict_counts, (runs, interval_basis)) = verdicts?;
+    let mut rules_skipped = Vec::new();
+    if prepared.key_ttl.is_none()
+        && config.operations.iter().all(|op| op.key_ttl.is_none())
+        && selected.iter().any(|rule| rule.code() == "T001")
+    {
+        rules_skipped.push(SkippedRule {
+            code: "T001",
+            reason: "no [provider] key_ttl configured".into(),
+        });
+    }
+    Ok(Checked {
+        findings,
+        verdicts,
+        verdict_counts,
+        runs,
+        interval_basis,
+        rules_skipped,
+    })
+}
+
+/// How many runs there are, and how many of them have each interval basis.
+type RunsAndBases = (usize, BTreeMap<String, usize>);
+
+/// Every try's verdict, how many tries had each, and the runs and interval bases the coverage
+/// counts.
+fn verdicts(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>, RunsAndBases)> {
+    let started = std::time::Instant::now();
+    let (verdicts, counts) = crate::verdicts::compute(prepared)?;
+    crate::timing::phase("verdicts:compute", started);
+    let counting = std::time::Instant::now();
+    let runs = runs_and_bases(prepared)?;
+    crate::timing::phase("verdicts:runs", counting);
+    crate::timing::phase("verdicts", started);
+    Ok((verdicts, counts, runs))
+}
+
+/// How many runs were audited, and how many took their interval from each basis (`unknown`
+/// for none). Every try of a run has its run's basis; a run whose tries disagree is counted
+/// under each basis they give. Runs are told apart by the run numbers prepare gave the tries;
+/// a try with no dag_id or run_id has none, and is counted by its `(dag_id, run_id)` as read.
+fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
+    let tries = &prepared.tries;
+    let numbers = prepared.try_run_codes()?;
+    let text = |name: &str| crate::cells::text_column(tries, name);
+    let (bases, dags, runs) = (text("basis")?, text("dag_id")?, text("run_id")?);
+    let mut basis_of_run: Vec<Option<Option<&str>>> = prepared.codes.per_run(None);
+    // (run number, or the pair as read where there is none; basis) beyond each run's first.
+    let mut others = std::collections::HashSet::new();
+    for (row, (number, basis)) in numbers.iter().zip(bases.iter()).enumerate() {
+        match number {
+            Some(number) => {
+                let first = *basis_of_run[number as usize].get_or_insert(basis);
+                if first != basis {
+                    others.insert((Ok(number), basis));
+                }
+            }
+            None => {
+                others.insert((Err((dags.get(row), runs.get(row))), basis));
+            }
+        }
+    }
+    let unnumbered: std::collections::HashSet<_> =
+        others.iter().filter_map(|(run, _)| run.err()).collect();
+    let mut counts = BTreeMap::new();
+    for basis in basis_of_run
+        .iter()
+        .flatten()
+        .copied()
+        .chain(others.iter().map(|(_, basis)| *basis))
+    {
+        *counts
+            .entry(basis.unwrap_or("unknown").to_string())
+            .or_insert(0) += 1;
+    }
+    Ok((prepared.codes.runs + unnumbered.len(), counts))
+}

@@ -1,0 +1,212 @@
+//! The audit, one stage after another, the same for `audit`, `trace` and `ttl-risk`:
+//!
+//! ```text
+//! scope    (scope.rs)    flags, config        -> which runs, journal rows, provider window
+//! read     (read.rs)     sources or snapshot  -> the canonical tables
+//! prepare  (prepare.rs)  the scoped rows      -> the joined frames, objects of elsewhere set aside
+//! check    (check.rs)    the joined frames    -> findings (rules) and a verdict per try
+//! plan     (this file)   findings             -> the repair plan, when asked
+//! partition (partition.rs) report, frames     -> with --partition-out: what `onceonly merge` needs
+//! ```
+//!
+//! The result, `Audit`, holds the report, the verdicts and the plan, and answers the questions
+//! the commands that show more than the report ask of the joined frames (`ask.rs`).
+
+mod ask;
+mod check;
+mod partition;
+mod prepare;
+mod read;
+mod scope;
+
+pub use ask::{IntentKeys, JournalRow, ProviderObject, TriedInterval};
+pub use partition::PartitionOut;
+pub use scope::{AuditOptions, DEFAULT_SLACK, listing_window};
+
+use polars::prelude::DataFrame;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::model::Table;
+use crate::plan::Plan;
+use crate::prepare::Prepared;
+use crate::report::{Coverage, Report, SourceCoverage, Summary};
+use crate::sources::{self, Tables};
+use crate::timestamp;
+
+/// What an audit produced: the report, a verdict for every operation try, and the repair plan
+/// when one was asked for.
+pub struct Audit {
+    pub report: Report,
+    pub verdicts: DataFrame,
+    pub plan: Option<Plan>,
+    /// The joined frames the rules read: asked through `ask.rs`, never changed.
+    prepared: Prepared,
+}
+
+impl Audit {
+    /// The report, the verdicts and the plan, the joined frames (the bulk of the memory)
+    /// freed.
+    pub fn into_results(self) -> (Report, DataFrame, Option<Plan>) {
+        (self.report, self.verdicts, self.plan)
+    }
+}
+
+/// Reads the configured sources (or a snapshot) and audits them.
+pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
+    let mut options = options.clone();
+    if options.slack.is_none() {
+        options.slack = config.provider.source.listing_slack();
+    }
+    let tables = read::tables(config, &options)?;
+    audit_tables(config, &tables, &options)
+}
+
+/// Audits tables already read.
+pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
+    // A plan quotes the inputs' fingerprint, which for tables read from live sources means
+    // encoding them as a snapshot would: seconds at a million intervals, done on a thread of
+    // its own while the audit runs.
+    std::thread::scope(|threads| {
+        let fingerprint = options
+            .plan
+            .then(|| threads.spawn(|| sources::saved::fingerprint(tables)));
+        audit_with(config, tables, options, fingerprint)
+    })
+}
+
+type Fingerprint<'scope> = std::thread::ScopedJoinHandle<'scope, Result<String>>;
+
+fn audit_with(
+    config: &Config,
+    tables: &Tables,
+    options: &AuditOptions,
+    fingerprint: Option<Fingerprint<'_>>,
+) -> Result<Audit> {
+    let started = std::time::Instant::now();
+    let scoped = scope::cut(tables, options)?;
+    let (prepared, objects_left_out) = prepare::tables(config, tables, &scoped, options)?;
+    crate::timing::phase("prepare", started);
+    crate::timing::size("tries", &prepared.tries);
+    crate::timing::size("journal (prepared)", &prepared.journal);
+    crate::timing::size("objects", &prepared.objects);
+
+    let checked = check::run(config, &prepared, options)?;
+
+    let sources = Table::ALL
+        .iter()
+        .map(|table| SourceCoverage {
+            table: table.name(),
+            source: tables.origin(*table).to_string(),
+            rows: tables.get(*table).height(),
+            rows_audited: match table {
+                Table::Attempts => scoped.attempts.height(),
+                Table::Journal => scoped.journal.height(),
+                Table::Provider => prepared.objects.height(),
+            },
+        })
+        .collect();
+    let window = scoped.window;
+    let coverage = Coverage {
+        since: options.since.map(timestamp::format),
+        until: options.until.map(timestamp::format),
+        interval_from: options.interval_from.map(timestamp::format),
+        interval_to: options.interval_to.map(timestamp::format),
+        dag: options.dag.clone(),
+        sources,
+        provider_from: window.from.map(timestamp::format),
+        provider_to: window.to.map(timestamp::format),
+        interval_basis: checked.interval_basis,
+        operations: config.operations.iter().map(|op| op.name.clone()).collect(),
+        runs: checked.runs,
+        tries: prepared.tries.height(),
+        rules_skipped: checked.rules_skipped,
+        warnings: tables.warnings.clone(),
+        objects_left_out,
+    };
+    let findings = checked.findings;
+    let summary = Summary::new(&findings, checked.verdict_counts);
+    let plan = plan(&findings, &prepared, fingerprint)?;
+    let mut report = Report {
+        format_version: crate::report::FORMAT_VERSION,
+        coverage,
+        summary,
+        findings,
+        baseline: None,
+    };
+    if let Some(path) = &options.baseline {
+        report.compare(&path.display().to_string(), earlier_findings(path)?);
+    }
+    if let Some(out) = &options.partition_out {
+        partition::write(out, &options.rules, &report, &checked.verdicts, &prepared)?;
+    }
+    Ok(Audit {
+        report,
+        verdicts: checked.verdicts,
+        plan,
+        prepared,
+    })
+}
+
+/// Stage 5, plan: the repairs of the findings (`crate::plan`), when a plan was asked for (the
+/// inputs' fingerprint is being worked out).
+fn plan(
+    findings: &[crate::rules::Finding],
+    prepared: &Prepared,
+    fingerprint: Option<Fingerprint<'_>>,
+) -> Result<Option<Plan>> {
+    let Some(fingerprint) = fingerprint else {
+        return Ok(None);
+    };
+    let fingerprint = fingerprint
+        .join()
+        .expect("the fingerprint thread does not panic")?;
+    plan_of(findings, &prepared.objects, &prepared.journal, fingerprint).map(Some)
+}
+
+/// The repair plan of `findings` from the provider objects and journal rows as prepare has
+/// them (`objects`, `journal`; only the rows the findings name are read): the plan stage, for
+/// an audit and for the merge of a partitioned one.
+pub fn plan_of(
+    findings: &[crate::rules::Finding],
+    objects: &DataFrame,
+    journal: &DataFrame,
+    inputs_fingerprint: String,
+) -> Result<Plan> {
+    let started = std::time::Instant::now();
+    let named = crate::rules::repair::NamedRows::read(objects, journal, findings)?;
+    let plan = crate::plan::build(findings, &named, inputs_fingerprint)?;
+    crate::timing::phase("plan", started);
+    Ok(plan)
+}
+
+/// The findings of an earlier report, JSON (`--format json`) or NDJSON (`--format ndjson`).
+pub fn earlier_findings(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| crate::error::Error::io(&shown, err))?;
+    let not_a_report = |detail: String| {
+        crate::error::Error::input(
+            crate::error::Location::source(&shown),
+            format!("not an onceonly report (--format json or ndjson): {detail}"),
+        )
+    };
+    if let Ok(report) = serde_json::from_str::<serde_json::Value>(&text) {
+        return match report.get("findings").and_then(|f| f.as_array()) {
+            Some(findings) => Ok(findings.clone()),
+            None => Err(not_a_report("it has no `findings` list".into())),
+        };
+    }
+    let mut findings = Vec::new();
+    for (index, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+    {
+        let value: serde_json::Value = serde_json::from_str(line)
+            .map_err(|err| not_a_report(format!("line {}: {err}", index + 1)))?;
+        if value["type"] == "finding" {
+            findings.push(value);
+        }
+    }
+    Ok(findings)
+}

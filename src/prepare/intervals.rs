@@ -1,0 +1,212 @@
+//! The pipeline intervals of the tries (SPEC §4): each try's interval, coded, and the
+//! interval of any frame's rows that name a try or an interval.
+
+use polars::prelude::*;
+
+use crate::cells::{IntArray, one_chunk};
+use crate::dictionary::{Dictionary, Encoded, NULL as NONE};
+use crate::error::Result;
+
+/// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, numbered. Pipelines are
+/// numbered already (`prepare`), so the intervals are hashed as integers.
+///
+/// `Prepared::build` numbers them on a thread of its own once the tries are prepared, while
+/// it goes on with the journal and the objects.
+pub struct Intervals {
+    /// The intervals' codes; an interval's value is the parts of the try that first had it.
+    dictionary: Dictionary,
+    first_tries: Vec<u32>,
+    /// The parts of each try's key.
+    parts: IntervalParts,
+    /// Each try's interval; None where one of its parts is NULL (it matches no object).
+    of_try: Vec<Option<u32>>,
+    /// When the earlier tries of each try's interval had ended (`earlier_tries_ended`).
+    ended: Vec<Option<i64>>,
+}
+
+struct IntervalParts {
+    pipeline: UInt32Chunked,
+    map_index: IntArray,
+    iv_start: IntArray,
+    iv_end: IntArray,
+}
+
+impl IntervalParts {
+    fn key(&self, row: usize) -> IntervalKey {
+        interval_key(
+            self.pipeline.get(row),
+            self.map_index.get(row),
+            self.iv_start.get(row),
+            self.iv_end.get(row),
+        )
+    }
+}
+
+/// (pipeline, which of the others are NULL, map index, interval start, interval end), packed
+/// into 32 bytes, as small as the parts allow: the table holds one per interval.
+type IntervalKey = (u32, u8, i64, i64, i64);
+
+fn interval_key(
+    pipeline: Option<u32>,
+    map: Option<i64>,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> IntervalKey {
+    let nulls =
+        u8::from(map.is_none()) | u8::from(start.is_none()) << 1 | u8::from(end.is_none()) << 2;
+    (
+        pipeline.unwrap_or(NONE),
+        nulls,
+        map.unwrap_or_default(),
+        start.unwrap_or_default(),
+        end.unwrap_or_default(),
+    )
+}
+
+impl Intervals {
+    pub fn of(tries: &DataFrame) -> Result<Intervals> {
+        let int = |name: &str| -> Result<IntArray> {
+            Ok(crate::cells::one_array(&crate::cells::int_column(
+                tries, name,
+            )?))
+        };
+        let parts = IntervalParts {
+            pipeline: one_chunk(crate::cells::number_column(tries, "pipeline")?),
+            map_index: int("map_index")?,
+            iv_start: int("iv_start")?,
+            iv_end: int("iv_end")?,
+        };
+        let mut intervals = Intervals {
+            dictionary: Dictionary::with_capacity(tries.height()),
+            first_tries: Vec::new(),
+            parts,
+            of_try: Vec::with_capacity(tries.height()),
+            ended: Vec::new(),
+        };
+        // Each try's interval, NULL parts and all, for ordering its tries.
+        let mut ordering = Vec::with_capacity(tries.height());
+        // A try's retries often follow it: the interval of the try before is the guess.
+        let mut previous: Option<u32> = None;
+        for row in 0..tries.height() {
+            let key = intervals.parts.key(row);
+            let group = intervals.add(key, row as u32, previous);
+            previous = Some(group);
+            ordering.push(group);
+            let complete = key.0 != NONE && key.1 == 0;
+            intervals.of_try.push(complete.then_some(group));
+        }
+        intervals.ended = earlier_tries_ended(tries, &ordering)?;
+        Ok(intervals)
+    }
+
+    /// The code of the interval `key`, coding it (with `first_try` as the try that first had
+    /// it) if it has none yet; `guess`: the code of the try before.
+    fn add(&mut self, key: IntervalKey, first_try: u32, guess: Option<u32>) -> u32 {
+        let (parts, firsts) = (&self.parts, &self.first_tries);
+        let encoded = self
+            .dictionary
+            .encode(key, guess, |n| parts.key(firsts[n as usize] as usize));
+        if let Encoded::New(_) = encoded {
+            self.first_tries.push(first_try);
+        }
+        encoded.code()
+    }
+
+    /// The code of the interval `key`, None if no try has it.
+    fn find(&self, key: IntervalKey) -> Option<u32> {
+        self.dictionary.find(key, None, |n| {
+            self.parts.key(self.first_tries[n as usize] as usize)
+        })
+    }
+
+    /// When the earlier tries of a try's interval had ended (`earlier_tries_ended`).
+    pub fn earlier_ended(&self, row: usize) -> Option<i64> {
+        self.ended[row]
+    }
+
+    /// How many intervals there are: every interval's number is below it.
+    pub fn count(&self) -> usize {
+        self.first_tries.len()
+    }
+
+    /// The interval of a try (a row of `tries`), None where a part of it is NULL.
+    pub fn of_try(&self, row: usize) -> Option<u32> {
+        self.of_try[row]
+    }
+
+    /// The interval of each row of a frame with the `PIPELINE_INTERVAL` columns and
+    /// `interval_try` (the objects, whose home may be a try): the interval of the try it names
+    /// where it names one, else the interval its columns name, if a try has it.
+    pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
+        let interval_try = match frame.column("interval_try") {
+            Ok(_) => one_chunk(crate::cells::number_column(frame, "interval_try")?),
+            Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
+        };
+        // Most rows name a try; the columns are read only for those that do not.
+        let int = |name: &str| -> Result<Int64Chunked> {
+            Ok(one_chunk(crate::cells::int_column(frame, name)?))
+        };
+        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
+        let pipeline = one_chunk(crate::cells::number_column(frame, "pipeline")?);
+        let named = |row: usize| {
+            let parts = (
+                pipeline.get(row),
+                map_index.get(row),
+                iv_start.get(row),
+                iv_end.get(row),
+            );
+            match parts {
+                (pipeline @ Some(_), map @ Some(_), start @ Some(_), end @ Some(_)) => {
+                    self.find(interval_key(pipeline, map, start, end))
+                }
+                _ => None,
+            }
+        };
+        Ok(interval_try
+            .iter()
+            .enumerate()
+            .map(|(row, try_row)| match try_row {
+                Some(try_row) => self.of_try[try_row as usize],
+                None => named(row),
+            })
+            .collect())
+    }
+}
+
+/// When the earlier tries of each try's pipeline interval had ended (the latest end among the
+/// interval's tries that started before it; ties in start go by try number, then run id). An
+/// object created by then was not created by this try. (Not "before this try started":
+/// providers often round creation times to the second, which would make every object look
+/// older.) `ordering` is each try's interval number.
+fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option<i64>>> {
+    let int = |name: &str| crate::cells::int_column(tries, name);
+    let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
+    let run_id = crate::cells::text_column(tries, "run_id")?;
+    // (interval, start, try number, row): the order tries follow in an interval, the run
+    // id (read only on a tie) last.
+    type Place = (u32, Option<i64>, Option<i64>, u32);
+    let mut order: Vec<Place> = ordering
+        .iter()
+        .zip(start.iter().zip(try_number.iter()))
+        .enumerate()
+        .map(|(row, (&group, (start, number)))| (group, start, number, row as u32))
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        (a.0, a.1, a.2)
+            .cmp(&(b.0, b.1, b.2))
+            .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
+            .then(a.3.cmp(&b.3))
+    });
+    let end = one_chunk(end);
+    let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
+    let mut latest: Option<i64> = None;
+    for (position, &(group, .., row)) in order.iter().enumerate() {
+        if position == 0 || order[position - 1].0 != group {
+            latest = None;
+        }
+        let row = row as usize;
+        ended[row] = latest;
+        latest = latest.max(end.get(row));
+    }
+    Ok(ended)
+}
