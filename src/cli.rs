@@ -49,6 +49,10 @@ pub enum Command {
     MockProvider(MockProviderArgs),
     /// Write a synthetic scenario of any size with chosen fault rates, and its ground truth.
     Synth(SynthArgs),
+    /// Split the audit's inputs into N snapshots that audit apart (`audit --partition-out`).
+    Split(SplitArgs),
+    /// Merge the partitions' results into the whole audit's report, verdicts and plan.
+    Merge(Box<MergeArgs>),
     /// Print a shell completion script (e.g. `onceonly completions bash > /etc/bash_completion.d/onceonly`).
     Completions {
         #[arg(value_enum)]
@@ -178,6 +182,73 @@ pub struct AuditArgs {
     #[arg(long, requires = "baseline")]
     pub fail_on_new: bool,
     /// Write Prometheus metrics (text format, atomically) for node_exporter's textfile collector.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+    /// With --from-snapshot of a part made by `onceonly split`: also write what `onceonly
+    /// merge` needs into DIR.
+    #[arg(long, value_name = "DIR", requires = "from_snapshot")]
+    pub partition_out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SplitArgs {
+    #[arg(long, short, env = "ONCEONLY_CONFIG")]
+    pub config: PathBuf,
+    /// Audit runs with a try active at or after this time (RFC 3339 or a date).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// ... and before this time.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Margin around the audited tries when reading the provider (e.g. 1h).
+    #[arg(long)]
+    pub slack: Option<String>,
+    /// Split a snapshot saved earlier instead of reading the sources.
+    #[arg(long, value_name = "DIR")]
+    pub from_snapshot: Option<PathBuf>,
+    /// How many partitions.
+    #[arg(long)]
+    pub partitions: usize,
+    /// The folder to write DIR/part-0 .. DIR/part-(N-1) into.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The config of the audit (for the SQL script's journal dialect and table).
+    #[arg(long, short, env = "ONCEONLY_CONFIG")]
+    pub config: PathBuf,
+    /// Every partition's result folder (`audit --partition-out DIR`).
+    #[arg(required = true, value_name = "DIR")]
+    pub parts: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Write the report here instead of stdout (atomically).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Exit 1 when a finding is at or above this severity.
+    #[arg(long, value_enum, default_value = "warning")]
+    pub fail_on: FailOn,
+    /// Write every operation try's verdict to this file (.csv, else NDJSON).
+    #[arg(long)]
+    pub verdicts: Option<PathBuf>,
+    /// Write the repair plan: JSON, or markdown for a .md name, or text for a .txt name.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// Write the journal-side repairs as one SQL script in the journal's dialect.
+    #[arg(long, value_name = "FILE")]
+    pub sql: Option<PathBuf>,
+    /// An earlier JSON or NDJSON report: mark findings new, persisting or resolved.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 1 only for new findings at or above --fail-on.
+    #[arg(long, requires = "baseline")]
+    pub fail_on_new: bool,
+    /// Write Prometheus metrics (text format, atomically).
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
 }

@@ -17,6 +17,7 @@ pub mod memory;
 pub mod model;
 pub mod output;
 pub mod parallel;
+pub mod partition;
 pub mod plan;
 pub mod prepare;
 pub mod progress;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use onceonly::cli::{AuditArgs, Cli, Command};
+use onceonly::cli::{AuditArgs, Cli, Command, MergeArgs, SplitArgs};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
@@ -43,6 +43,8 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Audit(args) => run_audit(&args),
+        Command::Split(args) => run_split(&args),
+        Command::Merge(args) => run_merge(&args),
         Command::Trace(args) => run_trace(&args),
         Command::Doctor { config } => {
             let config = Config::load(&config)?;
@@ -97,44 +99,55 @@ fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-fn run_audit(args: &AuditArgs) -> Result<u8> {
-    let time = |flag: &str, value: &Option<String>| -> Result<Option<i64>> {
-        value
-            .as_deref()
-            .map(|text| {
-                timestamp::parse(text).ok_or_else(|| {
-                    Error::usage(
-                        flag,
-                        format!("{text:?} is not a time (use RFC 3339 or YYYY-MM-DD)"),
-                    )
-                })
+/// A time flag (`--since`, ...): RFC 3339 or a date, in microseconds.
+fn time(flag: &str, value: &Option<String>) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|text| {
+            timestamp::parse(text).ok_or_else(|| {
+                Error::usage(
+                    flag,
+                    format!("{text:?} is not a time (use RFC 3339 or YYYY-MM-DD)"),
+                )
             })
-            .transpose()
-    };
-    let options = onceonly::engine::AuditOptions {
+        })
+        .transpose()
+}
+
+/// `--slack`: a duration, in microseconds.
+fn slack_flag(value: &Option<String>) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|text| {
+            timestamp::parse_duration(text).ok_or_else(|| {
+                Error::usage(
+                    "--slack",
+                    format!("{text:?} is not a duration (e.g. 1h, 30m)"),
+                )
+            })
+        })
+        .transpose()
+}
+
+fn run_audit(args: &AuditArgs) -> Result<u8> {
+    let mut options = onceonly::engine::AuditOptions {
         dag: args.dag.clone(),
         since: time("--since", &args.since)?,
         until: time("--until", &args.until)?,
         interval_from: time("--interval-from", &args.interval_from)?,
         interval_to: time("--interval-to", &args.interval_to)?,
-        slack: args
-            .slack
-            .as_deref()
-            .map(|text| {
-                timestamp::parse_duration(text).ok_or_else(|| {
-                    Error::usage(
-                        "--slack",
-                        format!("{text:?} is not a duration (e.g. 1h, 30m)"),
-                    )
-                })
-            })
-            .transpose()?,
+        slack: slack_flag(&args.slack)?,
         rules: args.rules.clone(),
         save_snapshot: args.save_snapshot.clone(),
         from_snapshot: args.from_snapshot.clone(),
         plan: args.plan.is_some() || args.sql.is_some(),
         baseline: args.baseline.clone(),
+        provider_window: None,
+        partition_out: None,
     };
+    if let (Some(out), Some(dir)) = (&args.partition_out, &args.from_snapshot) {
+        partition_options(args, dir, out, &mut options)?;
+    }
     if let (Some(since), Some(until)) = (options.since, options.until)
         && since >= until
     {
@@ -167,6 +180,82 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         metrics: args.metrics.clone(),
     };
     let report = audit::run(&config, &options, &outputs)?;
+    Ok(u8::from(
+        report.fails(args.fail_on.threshold(), args.fail_on_new),
+    ))
+}
+
+/// A partition's audit: the window and the provider window come from the part's
+/// `partition.json`; flags that say otherwise, or scope it further, are refused.
+fn partition_options(
+    args: &AuditArgs,
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    options: &mut onceonly::engine::AuditOptions,
+) -> Result<()> {
+    let part = onceonly::partition::PartManifest::load(dir)?;
+    if args.dag.is_some() || args.interval_from.is_some() || args.interval_to.is_some() {
+        return Err(Error::usage(
+            "--partition-out",
+            "a partition audits its part whole: --dag and --interval-from/--interval-to are not taken",
+        ));
+    }
+    let recorded = |flag: &str, given: Option<i64>, recorded: &Option<String>| {
+        let recorded_at = recorded.as_deref().and_then(timestamp::parse);
+        match given {
+            Some(at) if Some(at) != recorded_at => Err(Error::usage(
+                flag,
+                format!(
+                    "the part was split for {} {}",
+                    flag,
+                    recorded.as_deref().unwrap_or("(none)")
+                ),
+            )),
+            _ => Ok(recorded_at),
+        }
+    };
+    options.since = recorded("--since", options.since, &part.split.since)?;
+    options.until = recorded("--until", options.until, &part.split.until)?;
+    options.slack = part.split.slack;
+    options.provider_window = Some(part.provider_window());
+    options.partition_out = Some(onceonly::engine::PartitionOut {
+        dir: out.to_path_buf(),
+        part,
+    });
+    Ok(())
+}
+
+fn run_split(args: &SplitArgs) -> Result<u8> {
+    let options = onceonly::commands::split::SplitOptions {
+        since: time("--since", &args.since)?,
+        until: time("--until", &args.until)?,
+        slack: slack_flag(&args.slack)?,
+        from_snapshot: args.from_snapshot.clone(),
+        partitions: args.partitions,
+    };
+    let config = Config::load(&args.config)?;
+    let dirs = onceonly::commands::split::run(&config, &options, &args.out)?;
+    let mut text = String::new();
+    for dir in dirs {
+        text.push_str(&format!("{}\n", dir.display()));
+    }
+    output::stdout(&text)?;
+    Ok(0)
+}
+
+fn run_merge(args: &MergeArgs) -> Result<u8> {
+    let config = Config::load(&args.config)?;
+    let outputs = audit::Outputs {
+        format: args.format,
+        output: args.output.clone(),
+        html: args.html.clone(),
+        verdicts: args.verdicts.clone(),
+        plan: args.plan.clone(),
+        sql: args.sql.clone(),
+        metrics: args.metrics.clone(),
+    };
+    let report =
+        onceonly::commands::merge::run(&config, &args.parts, args.baseline.as_deref(), &outputs)?;
     Ok(u8::from(
         report.fails(args.fail_on.threshold(), args.fail_on_new),
     ))

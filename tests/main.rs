@@ -14,6 +14,7 @@ mod html_report;
 mod journal;
 mod live;
 mod outputs;
+mod partitions;
 mod plan;
 mod postgres;
 mod progress;

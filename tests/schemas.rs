@@ -549,6 +549,55 @@ fn produce() -> Vec<Document> {
             &std::fs::read_to_string(format!("{dir}/manifest.json")).unwrap(),
         ),
     );
+    // A split of it into two parts, and one part's audit for the merge.
+    let config = format!("{dir}/onceonly.toml");
+    let split = format!("{dir}/split");
+    let part = format!("{split}/part-0");
+    let result = format!("{split}/result-0");
+    ran(
+        &onceonly(&[
+            "split",
+            "--config",
+            &config,
+            "--from-snapshot",
+            dir,
+            "--partitions",
+            "2",
+            "--out",
+            &split,
+        ]),
+        &[0],
+        "split",
+    );
+    one(
+        "partition-part.schema.json",
+        "split's part",
+        json(
+            "part",
+            &std::fs::read_to_string(format!("{part}/partition.json")).unwrap(),
+        ),
+    );
+    ran(
+        &onceonly(&[
+            "audit",
+            "--config",
+            &config,
+            "--from-snapshot",
+            &part,
+            "--partition-out",
+            &result,
+        ]),
+        &[0, 1],
+        "audit --partition-out",
+    );
+    one(
+        "partition-result.schema.json",
+        "audit --partition-out",
+        json(
+            "result",
+            &std::fs::read_to_string(format!("{result}/partition.json")).unwrap(),
+        ),
+    );
     let synth_plan = format!("{dir}/plan.json");
     let synth_verdicts = format!("{dir}/verdicts.csv");
     let report = ran(

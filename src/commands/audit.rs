@@ -5,6 +5,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use polars::prelude::DataFrame;
+
 use crate::config::{Config, Source};
 use crate::engine::{self, AuditOptions};
 use crate::error::{Error, Result};
@@ -37,11 +39,25 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
     let (report, verdicts, plan) = engine::run(config, options)?.into_results();
+    write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
+    Ok(report)
+}
+
+/// Writes an audit's (or a merge's) results where `outputs` says; `started` is when the audit
+/// began, for the metrics' duration.
+pub fn write(
+    config: &Config,
+    outputs: &Outputs,
+    report: &Report,
+    verdicts: DataFrame,
+    plan: Option<&Plan>,
+    started: std::time::Instant,
+) -> Result<()> {
     let rendering = std::time::Instant::now();
     if let Some(path) = &outputs.verdicts {
         output::write_verdicts(path, &verdicts)?;
     }
-    if let Some(plan) = &plan {
+    if let Some(plan) = plan {
         if let Some(path) = &outputs.plan {
             output::file(path, plan_text(path, plan).as_bytes())?;
         }
@@ -62,14 +78,14 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
         }
     }
     if let Some(path) = &outputs.metrics {
-        let metrics = render::metrics::render(&report, started.elapsed().as_secs_f64());
+        let metrics = render::metrics::render(report, started.elapsed().as_secs_f64());
         output::file(path, metrics.as_bytes())?;
     }
     if let Some(path) = &outputs.html {
-        let page = render::render(&report, Format::Html, &verdicts)?;
+        let page = render::render(report, Format::Html, &verdicts)?;
         output::file(path, page.as_bytes())?;
     }
-    let text = render::render(&report, outputs.format, &verdicts)?;
+    let text = render::render(report, outputs.format, &verdicts)?;
     drop(verdicts);
     match &outputs.output {
         Some(path) => output::file(path, text.as_bytes())?,
@@ -79,7 +95,7 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     if outputs.format == Format::Table && outputs.output.is_none() {
         let _ = std::io::stdout().flush();
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The plan as the file name asks: markdown (.md), text (.txt), else the JSON document.

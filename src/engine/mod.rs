@@ -6,6 +6,7 @@
 //! prepare  (prepare.rs)  the scoped rows      -> the joined frames, objects of elsewhere set aside
 //! check    (check.rs)    the joined frames    -> findings (rules) and a verdict per try
 //! plan     (this file)   findings             -> the repair plan, when asked
+//! partition (partition.rs) report, frames     -> with --partition-out: what `onceonly merge` needs
 //! ```
 //!
 //! The result, `Audit`, holds the report, the verdicts and the plan, and answers the questions
@@ -13,12 +14,14 @@
 
 mod ask;
 mod check;
+mod partition;
 mod prepare;
 mod read;
 mod scope;
 
 pub use ask::{IntentKeys, JournalRow, ProviderObject, TriedInterval};
-pub use scope::AuditOptions;
+pub use partition::PartitionOut;
+pub use scope::{AuditOptions, DEFAULT_SLACK, listing_window};
 
 use polars::prelude::DataFrame;
 
@@ -134,6 +137,9 @@ fn audit_with(
     if let Some(path) = &options.baseline {
         report.compare(&path.display().to_string(), earlier_findings(path)?);
     }
+    if let Some(out) = &options.partition_out {
+        partition::write(out, &options.rules, &report, &checked.verdicts, &prepared)?;
+    }
     Ok(Audit {
         report,
         verdicts: checked.verdicts,
@@ -152,17 +158,30 @@ fn plan(
     let Some(fingerprint) = fingerprint else {
         return Ok(None);
     };
-    let started = std::time::Instant::now();
     let fingerprint = fingerprint
         .join()
         .expect("the fingerprint thread does not panic")?;
-    let plan = crate::plan::build(findings, prepared, fingerprint)?;
+    plan_of(findings, &prepared.objects, &prepared.journal, fingerprint).map(Some)
+}
+
+/// The repair plan of `findings` from the provider objects and journal rows as prepare has
+/// them (`objects`, `journal`; only the rows the findings name are read): the plan stage, for
+/// an audit and for the merge of a partitioned one.
+pub fn plan_of(
+    findings: &[crate::rules::Finding],
+    objects: &DataFrame,
+    journal: &DataFrame,
+    inputs_fingerprint: String,
+) -> Result<Plan> {
+    let started = std::time::Instant::now();
+    let named = crate::rules::repair::NamedRows::read(objects, journal, findings)?;
+    let plan = crate::plan::build(findings, &named, inputs_fingerprint)?;
     crate::timing::phase("plan", started);
-    Ok(Some(plan))
+    Ok(plan)
 }
 
 /// The findings of an earlier report, JSON (`--format json`) or NDJSON (`--format ndjson`).
-fn earlier_findings(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
+pub fn earlier_findings(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| crate::error::Error::io(&shown, err))?;
     let not_a_report = |detail: String| {

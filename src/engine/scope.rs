@@ -34,6 +34,11 @@ pub struct AuditOptions {
     pub plan: bool,
     /// An earlier JSON (or NDJSON) report to mark findings new, persisting or resolved against.
     pub baseline: Option<std::path::PathBuf>,
+    /// The provider window of the whole audit, for one part of it (`onceonly split`): used
+    /// instead of the window around this audit's own tries.
+    pub provider_window: Option<ProviderWindow>,
+    /// Also write what `onceonly merge` needs of this part's audit (`audit --partition-out`).
+    pub partition_out: Option<super::partition::PartitionOut>,
 }
 
 impl AuditOptions {
@@ -105,7 +110,10 @@ pub fn cut(tables: &Tables, options: &AuditOptions) -> Result<Scoped> {
         .join(runs, on.clone(), on, JoinArgs::new(JoinType::Semi))
         .collect()
         .engine("filtering journal")?;
-    let window = around_tries(&attempts, options)?;
+    let window = match options.provider_window {
+        Some(window) => window,
+        None => around_tries(&attempts, options)?,
+    };
     let created = |bound: Option<i64>, above: bool| match bound {
         None => lit(true),
         Some(at) if above => col("created_at").gt_eq(lit(at).cast(utc())),

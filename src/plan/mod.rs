@@ -16,7 +16,6 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::identity::stable_id;
-use crate::prepare::Prepared;
 use crate::rules::repair::{NamedRows, Repair};
 use crate::rules::{self, Finding};
 
@@ -133,18 +132,13 @@ fn drop_adoptions_of_voided(actions: &mut BTreeMap<String, Action>) {
 }
 
 /// Builds the plan from what each finding's rule proposes for it.
-pub fn build(
-    findings: &[Finding],
-    prepared: &Prepared,
-    inputs_fingerprint: String,
-) -> Result<Plan> {
-    let named = NamedRows::read(prepared, findings)?;
+pub fn build(findings: &[Finding], named: &NamedRows, inputs_fingerprint: String) -> Result<Plan> {
     let mut actions: BTreeMap<String, Action> = BTreeMap::new();
     for finding in findings {
         let Some(rule) = rules::by_code(finding.code) else {
             continue;
         };
-        for repair in rule.repair(finding, &named) {
+        for repair in rule.repair(finding, named) {
             add(&mut actions, Action::proposed(finding, repair));
         }
     }

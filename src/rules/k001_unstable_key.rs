@@ -27,7 +27,7 @@ declare_rule! {
     /// finding names the part of the key that changed.
     pub struct UnstableKey => "K001", "unstable-key", Error;
 }
-impl_rule!(UnstableKey, check, repair);
+impl_rule!(UnstableKey, check, repair, ChangedPart);
 
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
     let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
@@ -90,7 +90,7 @@ pub fn unstable_part(journal: &JournalRows, rows: &[usize]) -> &'static str {
                 .is_some_and(|run| key(*row).contains(run))
         })
     {
-        return "the run_id";
+        return RUN_ID;
     }
     let tries: std::collections::BTreeSet<_> =
         rows.iter().map(|row| journal.try_number[*row]).collect();
@@ -109,15 +109,30 @@ pub fn unstable_part(journal: &JournalRows, rows: &[usize]) -> &'static str {
         let stripped: std::collections::BTreeSet<String> =
             rows.iter().map(|row| with_try_removed(*row)).collect();
         if stripped.len() == 1 {
-            return "the try_number";
+            return TRY_NUMBER;
         }
     }
-    "a time or random part"
+    OTHER
 }
 
 /// Which part of the key changed between the tries (`unstable_part`), kept for the repair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct ChangedPart(&'static str);
+
+impl repair::RepairText for ChangedPart {
+    fn text(&self) -> Option<String> {
+        Some(self.0.to_string())
+    }
+    fn of_text(text: &str) -> Option<ChangedPart> {
+        PARTS.into_iter().find(|part| *part == text).map(ChangedPart)
+    }
+}
+
+/// Every part `unstable_part` names.
+const PARTS: [&str; 3] = [RUN_ID, TRY_NUMBER, OTHER];
+const RUN_ID: &str = "the run_id";
+const TRY_NUMBER: &str = "the try_number";
+const OTHER: &str = "a time or random part";
 
 /// `fix-key-derivation` (manual), one action per operation: derive the key without the part
 /// that changed.

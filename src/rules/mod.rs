@@ -74,6 +74,11 @@ pub trait Rule: Sync {
     fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
     /// The actions proposed for one of this rule's findings (none where it needs none).
     fn repair(&self, finding: &Finding, named: &NamedRows) -> Vec<Repair>;
+    /// The finding's repair input as text, for a partition's result to carry to the merge
+    /// (None: the rule keeps none).
+    fn repair_input_text(&self, finding: &Finding) -> Option<String>;
+    /// The repair input `repair_input_text` gave, read back (None: not one of this rule's).
+    fn repair_input_of_text(&self, text: &str) -> Option<RepairInput>;
 }
 
 /// Declares a rule struct whose doc comment becomes its `doc()`.
@@ -99,9 +104,13 @@ macro_rules! declare_rule {
 }
 pub(crate) use declare_rule;
 
-/// Implements [`Rule`] for a declared rule with its `check` and `repair` functions.
+/// Implements [`Rule`] for a declared rule with its `check` and `repair` functions, and the
+/// type of its repair input (`RepairText`) where its findings keep one.
 macro_rules! impl_rule {
     ($name:ident, $check:path, $repair:path) => {
+        $crate::rules::impl_rule!($name, $check, $repair, ());
+    };
+    ($name:ident, $check:path, $repair:path, $input:ty) => {
         impl $crate::rules::Rule for $name {
             fn code(&self) -> &'static str {
                 Self::CODE
@@ -127,6 +136,17 @@ macro_rules! impl_rule {
                 named: &$crate::rules::repair::NamedRows,
             ) -> Vec<$crate::rules::repair::Repair> {
                 $repair(finding, named)
+            }
+            fn repair_input_text(&self, finding: &$crate::rules::Finding) -> Option<String> {
+                let input = finding.repair_input.get::<$input>()?;
+                $crate::rules::repair::RepairText::text(input)
+            }
+            fn repair_input_of_text(
+                &self,
+                text: &str,
+            ) -> Option<$crate::rules::repair::RepairInput> {
+                <$input as $crate::rules::repair::RepairText>::of_text(text)
+                    .map($crate::rules::repair::RepairInput::new)
             }
         }
     };

@@ -14,7 +14,6 @@ use serde::Serialize;
 
 use crate::cells::{bools, ints, texts};
 use crate::error::{EngineContext, Result};
-use crate::prepare::Prepared;
 use crate::rules::Finding;
 
 /// The fixed kinds of action, in the order a plan lists them.
@@ -160,6 +159,24 @@ impl fmt::Debug for RepairInput {
     }
 }
 
+/// A repair input that can be written as text and read back as the same value: what a
+/// partition's result carries to the merge (`onceonly merge`), so the merged plan is the one
+/// audit's.
+pub trait RepairText: Sized {
+    fn text(&self) -> Option<String>;
+    fn of_text(text: &str) -> Option<Self>;
+}
+
+/// No repair input.
+impl RepairText for () {
+    fn text(&self) -> Option<String> {
+        None
+    }
+    fn of_text(_: &str) -> Option<()> {
+        None
+    }
+}
+
 /// What a repair may know of a provider object.
 #[derive(Debug, Clone)]
 pub struct ObjectFacts {
@@ -191,10 +208,16 @@ pub struct NamedRows {
 }
 
 impl NamedRows {
-    pub fn read(prepared: &Prepared, findings: &[Finding]) -> Result<NamedRows> {
+    /// From the provider objects and journal rows as prepare has them (`Prepared::objects`,
+    /// `Prepared::journal`, or the rows of them a partition's result kept).
+    pub fn read(
+        objects: &DataFrame,
+        journal: &DataFrame,
+        findings: &[Finding],
+    ) -> Result<NamedRows> {
         Ok(NamedRows {
-            objects: objects(prepared, findings)?,
-            intents: intents(prepared, findings)?,
+            objects: named_objects(objects, findings)?,
+            intents: intents(journal, findings)?,
         })
     }
 
@@ -212,12 +235,15 @@ impl NamedRows {
 
 /// The objects the findings name, by id. Only those are read out of the frame, so a plan
 /// costs what its findings name, not what the provider lists.
-fn objects(prepared: &Prepared, findings: &[Finding]) -> Result<BTreeMap<String, ObjectFacts>> {
+fn named_objects(
+    objects: &DataFrame,
+    findings: &[Finding],
+) -> Result<BTreeMap<String, ObjectFacts>> {
     let named: BTreeSet<&str> = findings
         .iter()
         .flat_map(|finding| finding.evidence.external_ids.iter().map(String::as_str))
         .collect();
-    let df = &only(&prepared.objects, "external_id", named)?;
+    let df = &only(objects, "external_id", named)?;
     let (ids, statuses, hashes, runs) = (
         texts(df, "external_id")?,
         texts(df, "status")?,
@@ -252,14 +278,14 @@ fn objects(prepared: &Prepared, findings: &[Finding]) -> Result<BTreeMap<String,
 
 /// The intent rows under the findings' keys.
 fn intents(
-    prepared: &Prepared,
+    journal: &DataFrame,
     findings: &[Finding],
 ) -> Result<BTreeMap<(String, String, i64), IntentWriter>> {
     let keys: BTreeSet<&str> = findings
         .iter()
         .filter_map(|finding| finding.op_key.as_deref())
         .collect();
-    let df = &only(&prepared.journal, "op_key", keys)?;
+    let df = &only(journal, "op_key", keys)?;
     let (keys, runs, dags, tasks, phases) = (
         texts(df, "op_key")?,
         texts(df, "run_id")?,
