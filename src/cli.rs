@@ -145,21 +145,6 @@ pub struct AuditArgs {
     /// listing's `slack`, else 1h).
     #[arg(long)]
     pub slack: Option<String>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Write the report here instead of stdout (atomically).
-    #[arg(long, short)]
-    pub output: Option<PathBuf>,
-    /// Also write the report as one self-contained HTML page here (atomically), beside
-    /// `--format`.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// Exit 1 when a finding is at or above this severity.
-    #[arg(long, value_enum, default_value = "warning")]
-    pub fail_on: FailOn,
-    /// Write every operation try's verdict to this file (.csv, else NDJSON).
-    #[arg(long)]
-    pub verdicts: Option<PathBuf>,
     /// Run only these rules (codes), e.g. `--rule D001 --rule L001`.
     #[arg(long = "rule")]
     pub rules: Vec<String>,
@@ -169,21 +154,9 @@ pub struct AuditArgs {
     /// Audit a snapshot saved earlier instead of reading the sources (offline).
     #[arg(long, value_name = "DIR")]
     pub from_snapshot: Option<PathBuf>,
-    /// Write the repair plan: JSON, or markdown for a .md name, or text for a .txt name.
-    #[arg(long, value_name = "FILE")]
-    pub plan: Option<PathBuf>,
-    /// Write the journal-side repairs as one SQL script in the journal's dialect.
-    #[arg(long, value_name = "FILE")]
-    pub sql: Option<PathBuf>,
-    /// An earlier JSON or NDJSON report: mark findings new, persisting or resolved.
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-    /// With --baseline: exit 1 only for new findings at or above --fail-on.
-    #[arg(long, requires = "baseline")]
-    pub fail_on_new: bool,
-    /// Write Prometheus metrics (text format, atomically) for node_exporter's textfile collector.
-    #[arg(long, value_name = "FILE")]
-    pub metrics: Option<PathBuf>,
+    /// Where the report and its companions go, and when the exit code is 1.
+    #[command(flatten)]
+    pub report: ReportArgs,
     /// With --from-snapshot of a part made by `onceonly split`: also write what `onceonly
     /// merge` needs into DIR.
     #[arg(long, value_name = "DIR", requires = "from_snapshot")]
@@ -222,35 +195,9 @@ pub struct MergeArgs {
     /// Every partition's result folder (`audit --partition-out DIR`).
     #[arg(required = true, value_name = "DIR")]
     pub parts: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Write the report here instead of stdout (atomically).
-    #[arg(long, short)]
-    pub output: Option<PathBuf>,
-    /// Also write the report as one self-contained HTML page here.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// Exit 1 when a finding is at or above this severity.
-    #[arg(long, value_enum, default_value = "warning")]
-    pub fail_on: FailOn,
-    /// Write every operation try's verdict to this file (.csv, else NDJSON).
-    #[arg(long)]
-    pub verdicts: Option<PathBuf>,
-    /// Write the repair plan: JSON, or markdown for a .md name, or text for a .txt name.
-    #[arg(long, value_name = "FILE")]
-    pub plan: Option<PathBuf>,
-    /// Write the journal-side repairs as one SQL script in the journal's dialect.
-    #[arg(long, value_name = "FILE")]
-    pub sql: Option<PathBuf>,
-    /// An earlier JSON or NDJSON report: mark findings new, persisting or resolved.
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-    /// With --baseline: exit 1 only for new findings at or above --fail-on.
-    #[arg(long, requires = "baseline")]
-    pub fail_on_new: bool,
-    /// Write Prometheus metrics (text format, atomically).
-    #[arg(long, value_name = "FILE")]
-    pub metrics: Option<PathBuf>,
+    /// Where the report and its companions go, and when the exit code is 1.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -330,4 +277,40 @@ impl FailOn {
             FailOn::Never => None,
         }
     }
+}
+
+/// The flags `audit` and `merge` share: the report's format and file, the files written beside
+/// it, and what makes the exit code 1.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Write the report here instead of stdout (atomically).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page here (atomically), beside
+    /// `--format`.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Exit 1 when a finding is at or above this severity.
+    #[arg(long, value_enum, default_value = "warning")]
+    pub fail_on: FailOn,
+    /// Write every operation try's verdict to this file (.csv, else NDJSON).
+    #[arg(long)]
+    pub verdicts: Option<PathBuf>,
+    /// Write the repair plan: JSON, or markdown for a .md name, or text for a .txt name.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// Write the journal-side repairs as one SQL script in the journal's dialect.
+    #[arg(long, value_name = "FILE")]
+    pub sql: Option<PathBuf>,
+    /// An earlier JSON or NDJSON report: mark findings new, persisting or resolved.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 1 only for new findings at or above --fail-on.
+    #[arg(long, requires = "baseline")]
+    pub fail_on_new: bool,
+    /// Write Prometheus metrics (text format, atomically) for node_exporter's textfile collector.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
 }

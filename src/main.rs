@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use onceonly::cli::{AuditArgs, Cli, Command, MergeArgs, SplitArgs};
+use onceonly::cli::{AuditArgs, Cli, Command, MergeArgs, ReportArgs, SplitArgs};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
@@ -140,8 +140,8 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         rules: args.rules.clone(),
         save_snapshot: args.save_snapshot.clone(),
         from_snapshot: args.from_snapshot.clone(),
-        plan: args.plan.is_some() || args.sql.is_some(),
-        baseline: args.baseline.clone(),
+        plan: args.report.plan.is_some() || args.report.sql.is_some(),
+        baseline: args.report.baseline.clone(),
         provider_window: None,
         partition_out: None,
     };
@@ -170,19 +170,12 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         }
     }
     let config = Config::load(&args.config)?;
-    let outputs = audit::Outputs {
-        format: args.format,
-        output: args.output.clone(),
-        html: args.html.clone(),
-        verdicts: args.verdicts.clone(),
-        plan: args.plan.clone(),
-        sql: args.sql.clone(),
-        metrics: args.metrics.clone(),
-    };
+    let outputs = outputs(&args.report);
     let report = audit::run(&config, &options, &outputs)?;
-    Ok(u8::from(
-        report.fails(args.fail_on.threshold(), args.fail_on_new),
-    ))
+    Ok(u8::from(report.fails(
+        args.report.fail_on.threshold(),
+        args.report.fail_on_new,
+    )))
 }
 
 /// A partition's audit: the window and the provider window come from the part's
@@ -243,22 +236,32 @@ fn run_split(args: &SplitArgs) -> Result<u8> {
     Ok(0)
 }
 
+/// Where `audit` and `merge` write what they produce.
+fn outputs(report: &ReportArgs) -> audit::Outputs {
+    audit::Outputs {
+        format: report.format,
+        output: report.output.clone(),
+        html: report.html.clone(),
+        verdicts: report.verdicts.clone(),
+        plan: report.plan.clone(),
+        sql: report.sql.clone(),
+        metrics: report.metrics.clone(),
+    }
+}
+
 fn run_merge(args: &MergeArgs) -> Result<u8> {
     let config = Config::load(&args.config)?;
-    let outputs = audit::Outputs {
-        format: args.format,
-        output: args.output.clone(),
-        html: args.html.clone(),
-        verdicts: args.verdicts.clone(),
-        plan: args.plan.clone(),
-        sql: args.sql.clone(),
-        metrics: args.metrics.clone(),
-    };
-    let report =
-        onceonly::commands::merge::run(&config, &args.parts, args.baseline.as_deref(), &outputs)?;
-    Ok(u8::from(
-        report.fails(args.fail_on.threshold(), args.fail_on_new),
-    ))
+    let outputs = outputs(&args.report);
+    let report = onceonly::commands::merge::run(
+        &config,
+        &args.parts,
+        args.report.baseline.as_deref(),
+        &outputs,
+    )?;
+    Ok(u8::from(report.fails(
+        args.report.fail_on.threshold(),
+        args.report.fail_on_new,
+    )))
 }
 
 fn run_trace(args: &onceonly::cli::TraceArgs) -> Result<u8> {
