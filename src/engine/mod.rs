@@ -65,8 +65,7 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
 /// Audits tables already read.
 pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
     // A plan quotes the inputs' fingerprint, which for tables read from live sources means
-    // encoding them as a snapshot would: seconds at a million intervals, done on a thread of
-    // its own while the audit runs.
+    // encoding them as a snapshot would; it runs on a thread of its own beside the audit.
     std::thread::scope(|threads| {
         let fingerprint = options
             .plan

@@ -243,8 +243,8 @@ impl Cell<'_> {
 const NO_DAG: &str = "(no DAG)";
 
 /// A picture holds at most this many cells; a DAG with more intervals gets cells that each
-/// stand for a run of consecutive intervals (coloured by the worst of them), so a year of
-/// hourly intervals stays a picture and not a million elements.
+/// stand for a run of consecutive intervals (coloured by the worst of them), so the page's
+/// size does not grow with the number of intervals.
 const MAX_CELLS: usize = 1_000;
 /// A finding table lists at most this many findings of one rule in one DAG; the JSON report
 /// has them all.
