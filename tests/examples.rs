@@ -13,22 +13,24 @@ fn dag_file() -> String {
 
 #[test]
 fn the_nightly_dag_imports_in_real_airflow() {
-    let Some(python) =
-        std::env::var_os("ONCEONLY_TEST_AIRFLOW_PYTHON").filter(|_| !skip::without("airflow"))
-    else {
-        skip::skipped(
-            "the DAG in a real Airflow",
-            "no ONCEONLY_TEST_AIRFLOW_PYTHON (`source .ci/postgres.sh` sets it)",
-        );
+    check_in_airflow(
+        "the DAG in a real Airflow",
+        "from airflow.models.dagbag import DagBag\n\
+         bag = DagBag('examples/airflow')\n\
+         assert not bag.import_errors, bag.import_errors\n\
+         dag = bag.dags['onceonly_nightly_audit']\n\
+         assert [t.task_id for t in dag.tasks] == ['audit'], dag.tasks\n\
+         print('ok')",
+    );
+}
+
+/// Runs the Python `check` in a real Airflow (an empty `AIRFLOW_HOME`, no example DAGs) from
+/// the repository's root and asserts it succeeds; recorded as skipped without Airflow's venv.
+pub fn check_in_airflow(what: &str, check: &str) {
+    let Some(python) = skip::airflow_python(what) else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let check = "from airflow.models.dagbag import DagBag\n\
-                 bag = DagBag('examples/airflow')\n\
-                 assert not bag.import_errors, bag.import_errors\n\
-                 dag = bag.dags['onceonly_nightly_audit']\n\
-                 assert [t.task_id for t in dag.tasks] == ['audit'], dag.tasks\n\
-                 print('ok')";
     let output = Command::new(python)
         .args(["-c", check])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -45,10 +47,16 @@ fn the_nightly_dag_imports_in_real_airflow() {
 
 /// The DAG's bash script with Airflow's template values filled in for one night.
 fn script_for(night: &str, next: &str) -> String {
-    let text = dag_file();
-    let start = text.find("AUDIT = r\"\"\"").unwrap() + "AUDIT = r\"\"\"".len();
-    let end = start + text[start..].find("\"\"\"").unwrap();
-    text[start..end]
+    dag_script(&dag_file(), "AUDIT", night, next)
+}
+
+/// The bash script a DAG file holds in `NAME = r"""…"""`, with Airflow's template values
+/// filled in for one night.
+pub fn dag_script(dag_file: &str, name: &str, night: &str, next: &str) -> String {
+    let opening = format!("{name} = r\"\"\"");
+    let start = dag_file.find(&opening).unwrap() + opening.len();
+    let end = start + dag_file[start..].find("\"\"\"").unwrap();
+    dag_file[start..end]
         .replace("{{ data_interval_end | ds }}", &next[..10])
         .replace("{{ data_interval_start | ts }}", night)
         .replace("{{ data_interval_end | ts }}", next)

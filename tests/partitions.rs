@@ -392,44 +392,22 @@ fn partitioned_dag() -> String {
 
 #[test]
 fn the_partitioned_dag_imports_in_real_airflow() {
-    let Some(python) = std::env::var_os("ONCEONLY_TEST_AIRFLOW_PYTHON")
-        .filter(|_| !crate::skip::without("airflow"))
-    else {
-        crate::skip::skipped(
-            "the partitioned DAG in a real Airflow",
-            "no ONCEONLY_TEST_AIRFLOW_PYTHON (`source .ci/postgres.sh` sets it)",
-        );
-        return;
-    };
-    let home = tempfile::tempdir().unwrap();
-    let check = "from airflow.models.dagbag import DagBag\n\
+    crate::examples::check_in_airflow(
+        "the partitioned DAG in a real Airflow",
+        "from airflow.models.dagbag import DagBag\n\
                  bag = DagBag('examples/airflow')\n\
                  assert not bag.import_errors, bag.import_errors\n\
                  dag = bag.dags['onceonly_partitioned_audit']\n\
                  tasks = sorted(t.task_id for t in dag.tasks)\n\
                  assert tasks == ['audit_part', 'merge', 'parts', 'split'], tasks\n\
                  assert [t.task_id for t in dag.task_dict['merge'].upstream_list] == ['audit_part']\n\
-                 print('ok')";
-    let output = std::process::Command::new(python)
-        .args(["-c", check])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("AIRFLOW_HOME", home.path())
-        .env("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+                 print('ok')",
+    );
 }
 
 /// One of the DAG's bash scripts with Airflow's template values filled in for one night.
 fn dag_script(name: &str, night: &str, next: &str) -> String {
-    let text = partitioned_dag();
-    let opening = format!("{name} = r\"\"\"");
-    let start = text.find(&opening).unwrap() + opening.len();
-    let end = start + text[start..].find("\"\"\"").unwrap();
-    text[start..end]
-        .replace("{{ data_interval_end | ds }}", &next[..10])
-        .replace("{{ data_interval_start | ts }}", night)
-        .replace("{{ data_interval_end | ts }}", next)
+    crate::examples::dag_script(&partitioned_dag(), name, night, next)
 }
 
 /// The DAG's split, part and merge scripts, run as its tasks would run them two nights in a

@@ -828,13 +828,7 @@ fn a_document_that_breaks_its_contract_fails_and_an_added_field_does_not() {
 /// document, valid and broken.
 #[test]
 fn a_reference_validator_agrees() {
-    let Some(python) = std::env::var_os("ONCEONLY_TEST_AIRFLOW_PYTHON")
-        .filter(|_| !crate::skip::without("airflow"))
-    else {
-        crate::skip::skipped(
-            "Python's jsonschema verdicts",
-            "no ONCEONLY_TEST_AIRFLOW_PYTHON (`source .ci/postgres.sh` sets it)",
-        );
+    let Some(python) = crate::skip::airflow_python("Python's jsonschema verdicts") else {
         return;
     };
     let cases: Vec<Value> = documents()

@@ -35,6 +35,19 @@ pub fn without(requirement: &str) -> bool {
     listed.contains(&requirement)
 }
 
+/// Airflow's Python (`ONCEONLY_TEST_AIRFLOW_PYTHON`, which `.ci/postgres.sh` sets), or None
+/// once `what` is recorded as not checked.
+pub fn airflow_python(what: &str) -> Option<std::ffi::OsString> {
+    let python = std::env::var_os("ONCEONLY_TEST_AIRFLOW_PYTHON").filter(|_| !without("airflow"));
+    if python.is_none() {
+        skipped(
+            what,
+            "no ONCEONLY_TEST_AIRFLOW_PYTHON (`source .ci/postgres.sh` sets it)",
+        );
+    }
+    python
+}
+
 /// The running test did not check `what`, for want of `why`: recorded for the list at exit,
 /// or, under CI, this test's failure.
 pub fn skipped(what: &str, why: &str) {
