@@ -1,10 +1,10 @@
 use polars::prelude::*;
 
-use crate::cells::groups;
-use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
+use crate::error::Result;
+use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
+use super::groups::{RowGroups, over_interval};
 use super::rows::ObjectRows;
 
 declare_rule! {
@@ -35,45 +35,32 @@ impl_rule!(
 );
 
 fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
-    let duplicated = prepared
-        .live_in_intervals()
-        .filter(
-            col("key")
-                .n_unique()
-                .over(group.clone())
-                .engine("window")?
-                .gt(lit(1u32)),
-        )
-        .sort(
-            in_pipeline_interval_order(&["created_at", "external_id"]),
-            Default::default(),
-        )
-        .collect()
-        .engine("D002")?;
-    let rows = ObjectRows::read(&duplicated)?;
-    groups(&duplicated, &PIPELINE_INTERVAL)?
-        .into_iter()
-        .map(|(first, members)| {
-            let mut keys: Vec<&str> = members
-                .iter()
-                .filter_map(|row| rows.key[*row].as_deref())
-                .collect();
-            keys.sort();
-            keys.dedup();
-            Ok(DuplicateInterval::finding(FindingDraft {
-                dag_id: rows.dag_id[first].clone(),
-                operation: rows.operation[first].clone(),
-                interval: rows.interval[first].clone(),
-                op_key: None,
-                message: format!(
-                    "{} live objects for one interval under {} different keys: {}",
-                    members.len(),
-                    keys.len(),
-                    rows.listing(&members)
-                ),
-                evidence: rows.evidence(&members),
-            }))
-        })
-        .collect()
+    let duplicated = RowGroups::per_interval(
+        prepared.live_in_intervals(),
+        over_interval(col("key").n_unique())?.gt(lit(1u32)),
+        &["created_at", "external_id"],
+        "D002",
+    )?;
+    let rows = ObjectRows::read(&duplicated.frame)?;
+    duplicated.findings(|first, members| {
+        let mut keys: Vec<&str> = members
+            .iter()
+            .filter_map(|row| rows.key[*row].as_deref())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        Ok(DuplicateInterval::finding(FindingDraft {
+            dag_id: rows.dag_id[first].clone(),
+            operation: rows.operation[first].clone(),
+            interval: rows.interval[first].clone(),
+            op_key: None,
+            message: format!(
+                "{} live objects for one interval under {} different keys: {}",
+                members.len(),
+                keys.len(),
+                rows.listing(members)
+            ),
+            evidence: rows.evidence(members),
+        }))
+    })
 }

@@ -1,11 +1,11 @@
 use polars::prelude::*;
 
-use crate::cells::groups;
-use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
+use crate::error::Result;
+use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
+use super::groups::{RowGroups, over_interval};
 use super::rows::JournalRows;
 
 declare_rule! {
@@ -30,49 +30,35 @@ declare_rule! {
 impl_rule!(UnstableKey, check, repair, ChangedPart);
 
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
-    let unstable = prepared
-        .journal()
-        .filter(
+    let unstable = RowGroups::per_interval(
+        prepared.journal().filter(
             col("phase")
                 .eq(lit("intent"))
                 .and(col("iv_start").is_not_null()),
-        )
-        .filter(
-            col("op_key")
-                .n_unique()
-                .over(group)
-                .engine("window")?
-                .gt(lit(1u32)),
-        )
-        .sort(
-            in_pipeline_interval_order(&["recorded_at", "try_number"]),
-            Default::default(),
-        )
-        .collect()
-        .engine("K001")?;
-    let journal = JournalRows::read(&unstable)?;
-    groups(&unstable, &PIPELINE_INTERVAL)?
-        .into_iter()
-        .map(|(first, members)| {
-            let evidence = journal.evidence(&members);
-            let part = unstable_part(&journal, &members);
-            Ok(UnstableKey::finding(FindingDraft {
-                dag_id: journal.dag_id[first].clone(),
-                operation: journal.operation[first].clone(),
-                interval: journal.interval[first].clone(),
-                op_key: None,
-                message: format!(
-                    "{} tries of one interval used {} different keys ({}); the key contains {part}",
-                    members.len(),
-                    evidence.keys.len(),
-                    evidence.keys.join(", ")
-                ),
-                evidence,
-            })
-            .with_repair_input(ChangedPart(part)))
+        ),
+        over_interval(col("op_key").n_unique())?.gt(lit(1u32)),
+        &["recorded_at", "try_number"],
+        "K001",
+    )?;
+    let journal = JournalRows::read(&unstable.frame)?;
+    unstable.findings(|first, members| {
+        let evidence = journal.evidence(members);
+        let part = unstable_part(&journal, members);
+        Ok(UnstableKey::finding(FindingDraft {
+            dag_id: journal.dag_id[first].clone(),
+            operation: journal.operation[first].clone(),
+            interval: journal.interval[first].clone(),
+            op_key: None,
+            message: format!(
+                "{} tries of one interval used {} different keys ({}); the key contains {part}",
+                members.len(),
+                evidence.keys.len(),
+                evidence.keys.join(", ")
+            ),
+            evidence,
         })
-        .collect()
+        .with_repair_input(ChangedPart(part)))
+    })
 }
 
 /// Names what makes the key change: the run id, the try number, or (failing both) a time or

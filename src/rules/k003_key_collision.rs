@@ -1,11 +1,11 @@
 use polars::prelude::*;
 
-use crate::cells::groups;
-use crate::error::{EngineContext, Result};
+use crate::error::Result;
 use crate::prepare::{Prepared, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
+use super::groups::{RowGroups, over};
 use super::rows::JournalRows;
 
 declare_rule! {
@@ -30,61 +30,46 @@ declare_rule! {
 impl_rule!(KeyCollision, check, repair);
 
 fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let collided = prepared
-        .journal()
-        .filter(col("phase").eq(lit("intent")))
-        .filter(
-            col("dag_id")
-                .n_unique()
-                .over([col(model::KEY_CODE)])
-                .engine("window")?
-                .gt(lit(1u32))
-                .or(col("interval")
-                    .drop_nulls()
-                    .n_unique()
-                    .over([col(model::KEY_CODE)])
-                    .engine("window")?
-                    .gt(lit(1u32))),
-        )
-        .sort(
-            ["op_key", "recorded_at", "run_id", "try_number"],
-            Default::default(),
-        )
-        .collect()
-        .engine("K003")?;
-    let journal = JournalRows::read(&collided)?;
-    groups(&collided, &["op_key"])?
-        .into_iter()
-        .map(|(first, members)| {
-            let mut users: Vec<String> = members
-                .iter()
-                .map(|row| {
-                    format!(
-                        "{} {}",
-                        journal.dag_id[*row].as_deref().unwrap_or(""),
-                        journal.interval[*row]
-                            .as_deref()
-                            .unwrap_or("(interval unknown)")
-                    )
-                })
-                .collect();
-            users.sort();
-            users.dedup();
-            Ok(KeyCollision::finding(FindingDraft {
-                dag_id: journal.dag_id[first].clone(),
-                operation: journal.operation[first].clone(),
-                interval: None,
-                message: format!(
-                    "key {} was used by {} intervals or DAGs: {}",
-                    journal.op_key[first].as_deref().unwrap_or(""),
-                    users.len(),
-                    users.join("; ")
-                ),
-                op_key: journal.op_key[first].clone(),
-                evidence: journal.evidence(&members),
-            }))
-        })
-        .collect()
+    let per_key = |expr: Expr| over(expr, &[model::KEY_CODE]);
+    let collided = RowGroups::of(
+        prepared.journal().filter(col("phase").eq(lit("intent"))),
+        per_key(col("dag_id").n_unique())?
+            .gt(lit(1u32))
+            .or(per_key(col("interval").drop_nulls().n_unique())?.gt(lit(1u32))),
+        vec!["op_key", "recorded_at", "run_id", "try_number"],
+        &["op_key"],
+        "K003",
+    )?;
+    let journal = JournalRows::read(&collided.frame)?;
+    collided.findings(|first, members| {
+        let mut users: Vec<String> = members
+            .iter()
+            .map(|row| {
+                format!(
+                    "{} {}",
+                    journal.dag_id[*row].as_deref().unwrap_or(""),
+                    journal.interval[*row]
+                        .as_deref()
+                        .unwrap_or("(interval unknown)")
+                )
+            })
+            .collect();
+        users.sort();
+        users.dedup();
+        Ok(KeyCollision::finding(FindingDraft {
+            dag_id: journal.dag_id[first].clone(),
+            operation: journal.operation[first].clone(),
+            interval: None,
+            message: format!(
+                "key {} was used by {} intervals or DAGs: {}",
+                journal.op_key[first].as_deref().unwrap_or(""),
+                users.len(),
+                users.join("; ")
+            ),
+            op_key: journal.op_key[first].clone(),
+            evidence: journal.evidence(members),
+        }))
+    })
 }
 
 /// `fix-key-derivation` (manual), one action per operation.

@@ -1,11 +1,12 @@
 use polars::prelude::*;
 
-use crate::cells::{groups, ints, texts};
+use crate::cells::{ints, texts};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
+use super::groups::{RowGroups, over_interval};
 use super::rows::ObjectRows;
 
 declare_rule! {
@@ -54,18 +55,9 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
             JoinArgs::new(JoinType::Inner),
         )
         .filter(
-            col("created_at")
-                .gt(col("succeeded_at"))
-                .any(true)
-                .over(group.clone())
-                .engine("window")?
-                .and(
-                    col("created_at")
-                        .lt_eq(col("succeeded_at"))
-                        .any(true)
-                        .over(group.clone())
-                        .engine("window")?,
-                ),
+            over_interval(col("created_at").gt(col("succeeded_at")).any(true))?.and(
+                over_interval(col("created_at").lt_eq(col("succeeded_at")).any(true))?,
+            ),
         )
         .collect()
         .engine("R001")?;
@@ -101,26 +93,23 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .alias("rerun_runs"),
             col("clear_number").max().alias("clears"),
         ]);
-    let flagged = flagged
-        .lazy()
-        .join(reruns, group.clone(), group, JoinArgs::new(JoinType::Left))
-        .sort(
-            in_pipeline_interval_order(&["created_at", "external_id"]),
-            Default::default(),
-        )
-        .collect()
-        .engine("R001")?;
-    let rows = ObjectRows::read(&flagged)?;
-    let succeeded = ints(&flagged, "succeeded_at")?;
-    let runs = texts(&flagged, "rerun_runs")?;
-    let clears = ints(&flagged, "clears")?;
-    groups(&flagged, &PIPELINE_INTERVAL)?
-        .into_iter()
-        .map(|(first, members)| {
+    let flagged = RowGroups::per_interval(
+        flagged
+            .lazy()
+            .join(reruns, group.clone(), group, JoinArgs::new(JoinType::Left)),
+        lit(true),
+        &["created_at", "external_id"],
+        "R001",
+    )?;
+    let rows = ObjectRows::read(&flagged.frame)?;
+    let succeeded = ints(&flagged.frame, "succeeded_at")?;
+    let runs = texts(&flagged.frame, "rerun_runs")?;
+    let clears = ints(&flagged.frame, "clears")?;
+    flagged.findings(|first, members| {
             let (before, after): (Vec<usize>, Vec<usize>) = members
                 .iter()
                 .partition(|row| rows.created_at[**row] <= succeeded[**row]);
-            let mut evidence = rows.evidence(&members);
+            let mut evidence = rows.evidence(members);
             evidence.run_ids = runs[first]
                 .iter()
                 .flat_map(|runs| runs.split(", ").map(str::to_string))
@@ -147,5 +136,4 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
                 evidence,
             }))
         })
-        .collect()
 }

@@ -1,11 +1,11 @@
 use polars::prelude::*;
 
-use crate::cells::groups;
-use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
+use crate::error::Result;
+use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
+use super::groups::{RowGroups, over_interval};
 use super::rows::ObjectRows;
 
 declare_rule! {
@@ -32,48 +32,36 @@ declare_rule! {
 impl_rule!(TtlReplay, check, crate::rules::repair::void_duplicates);
 
 fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
     let spread = (col("created_at").max() - col("created_at").min()).cast(DataType::Int64);
-    let replayed = prepared
-        .live_in_intervals()
-        .filter(
-            col("external_id")
-                .len()
-                .over(group.clone())
-                .engine("window")?
-                .gt(lit(1u32)),
-        )
-        .filter(col("key_ttl").is_not_null())
-        .filter(spread.over(group).engine("window")?.gt(col("key_ttl")))
-        .sort(
-            in_pipeline_interval_order(&["created_at", "external_id"]),
-            Default::default(),
-        )
-        .collect()
-        .engine("T001")?;
-    let rows = ObjectRows::read(&replayed)?;
-    let ttls = crate::cells::ints(&replayed, "key_ttl")?;
-    groups(&replayed, &PIPELINE_INTERVAL)?
-        .into_iter()
-        .map(|(first, members)| {
-            let last = *members.last().expect("groups are not empty");
-            let apart = rows.created_at[last]
-                .zip(rows.created_at[first])
-                .map(|(b, a)| b - a)
-                .unwrap_or(0);
-            Ok(TtlReplay::finding(FindingDraft {
-                dag_id: rows.dag_id[first].clone(),
-                operation: rows.operation[first].clone(),
-                interval: rows.interval[first].clone(),
-                op_key: rows.key[last].clone(),
-                message: format!(
-                    "objects created {} apart, beyond the provider's key TTL of {}: {}",
-                    timestamp::format_duration(apart),
-                    timestamp::format_duration(ttls[first].unwrap_or(0)),
-                    rows.listing(&members)
-                ),
-                evidence: rows.evidence(&members),
-            }))
-        })
-        .collect()
+    let replayed = RowGroups::per_interval(
+        prepared
+            .live_in_intervals()
+            .filter(over_interval(col("external_id").len())?.gt(lit(1u32)))
+            .filter(col("key_ttl").is_not_null()),
+        over_interval(spread)?.gt(col("key_ttl")),
+        &["created_at", "external_id"],
+        "T001",
+    )?;
+    let rows = ObjectRows::read(&replayed.frame)?;
+    let ttls = crate::cells::ints(&replayed.frame, "key_ttl")?;
+    replayed.findings(|first, members| {
+        let last = *members.last().expect("groups are not empty");
+        let apart = rows.created_at[last]
+            .zip(rows.created_at[first])
+            .map(|(b, a)| b - a)
+            .unwrap_or(0);
+        Ok(TtlReplay::finding(FindingDraft {
+            dag_id: rows.dag_id[first].clone(),
+            operation: rows.operation[first].clone(),
+            interval: rows.interval[first].clone(),
+            op_key: rows.key[last].clone(),
+            message: format!(
+                "objects created {} apart, beyond the provider's key TTL of {}: {}",
+                timestamp::format_duration(apart),
+                timestamp::format_duration(ttls[first].unwrap_or(0)),
+                rows.listing(members)
+            ),
+            evidence: rows.evidence(members),
+        }))
+    })
 }
