@@ -40,7 +40,7 @@ fn cast(df: &DataFrame, name: &str, to: &DataType) -> Result<Column> {
 }
 
 /// A `u32` column: the row numbers and the dense key, id and run numbers `prepare` adds.
-pub fn number_column(df: &DataFrame, name: &str) -> Result<UInt32Chunked> {
+pub fn code_column(df: &DataFrame, name: &str) -> Result<UInt32Chunked> {
     Ok(df.column(name).engine(name)?.u32().engine(name)?.clone())
 }
 

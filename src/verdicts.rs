@@ -61,7 +61,7 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         end: int("end_date")?,
         iv_start: int("iv_start")?,
         expected: one_chunk(crate::cells::text_column(tries, "expected_key")?),
-        expected_key: one_chunk(crate::cells::number_column(tries, model::KEY_CODE)?),
+        expected_key: one_chunk(crate::cells::code_column(tries, model::KEY_CODE)?),
         states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
@@ -117,7 +117,7 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
 /// What the verdicts are drawn from.
 struct VerdictInputs<'a> {
     journal: Journal,
-    objects: Objects,
+    objects: Objects<'a>,
     intervals: &'a Intervals,
     first_live: Vec<Option<u32>>,
     start: Int64Chunked,
@@ -338,7 +338,7 @@ impl Journal {
     }
 }
 
-struct Objects {
+struct Objects<'a> {
     ids: StringChunked,
     created: Int64Chunked,
     iv_start: Int64Chunked,
@@ -347,15 +347,12 @@ struct Objects {
     interval: Vec<Option<u32>>,
     /// The object row of each object id.
     by_id: Vec<Option<IdxSize>>,
-    /// The object rows of each key.
-    by_key: crate::prepare::Grouped,
+    by_key: &'a crate::prepare::ObjectsByKey,
 }
 
-impl Objects {
-    fn of(prepared: &Prepared) -> Result<Objects> {
+impl Objects<'_> {
+    fn of(prepared: &Prepared) -> Result<Objects<'_>> {
         let frame = &prepared.objects;
-        let keys = prepared.object_key_codes()?;
-        let by_key = crate::prepare::Grouped::new(prepared.codes.keys, || keys.iter());
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
@@ -366,12 +363,12 @@ impl Objects {
             live: crate::cells::flag_column(frame, "live")?,
             interval: prepared.object_intervals()?.to_vec(),
             by_id: prepared.object_rows_by_id()?,
-            by_key,
+            by_key: prepared.objects_by_key()?,
         })
     }
 
     fn with_key(&self, key: u32) -> &[u32] {
-        self.by_key.of(key)
+        self.by_key.all(key)
     }
 
     /// Objects in the order they appeared: by creation time (NULL first), then id.

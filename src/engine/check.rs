@@ -116,7 +116,7 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
             }
         }
     }
-    let unnumbered: std::collections::HashSet<_> =
+    let uncoded: std::collections::HashSet<_> =
         others.iter().filter_map(|(run, _)| run.err()).collect();
     let mut counts = BTreeMap::new();
     for basis in basis_of_run
@@ -129,5 +129,5 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
             .entry(basis.unwrap_or("unknown").to_string())
             .or_insert(0) += 1;
     }
-    Ok((prepared.codes.runs + unnumbered.len(), counts))
+    Ok((prepared.codes.runs + uncoded.len(), counts))
 }

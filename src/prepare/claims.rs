@@ -201,7 +201,7 @@ pub fn scope_objects(
     dropped: usize,
 ) -> Result<LeftOut> {
     let objects = &prepared.objects;
-    let homes = crate::cells::text_column(objects, "dag_id")?;
+    let dags = crate::cells::text_column(objects, "dag_id")?;
     let keys = crate::cells::text_column(objects, "key")?;
     let starts = crate::cells::int_column(objects, "provider_interval_start")?;
     let operations = crate::cells::text_column(&prepared.tries, "operation")?;
@@ -213,14 +213,14 @@ pub fn scope_objects(
         claimed_elsewhere: dropped,
         ..LeftOut::default()
     };
-    for ((home, key), start) in homes.iter().zip(keys.iter()).zip(starts.iter()) {
+    for ((dag, key), start) in dags.iter().zip(keys.iter()).zip(starts.iter()) {
         let outside = match (scope.intervals, start) {
             (Some((from, to)), Some(start)) => {
                 from.is_some_and(|from| start < from) || to.is_some_and(|to| start >= to)
             }
             _ => false,
         };
-        let (kept, no_claim) = match (home, scope.dag) {
+        let (kept, no_claim) = match (dag, scope.dag) {
             (Some(_), _) => (true, false),
             _ if outside => {
                 left_out.other_intervals += 1;

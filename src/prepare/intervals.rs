@@ -7,10 +7,10 @@ use crate::cells::{IntArray, one_chunk};
 use crate::dictionary::{Dictionary, Encoded, NULL as NONE};
 use crate::error::Result;
 
-/// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, numbered. Pipelines are
-/// numbered already (`prepare`), so the intervals are hashed as integers.
+/// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, coded. Pipelines are
+/// coded already (`prepare`), so the intervals are hashed as integers.
 ///
-/// `Prepared::build` numbers them on a thread of its own once the tries are prepared, while
+/// `Prepared::build` codes them on a thread of its own once the tries are prepared, while
 /// it goes on with the journal and the objects.
 pub struct Intervals {
     /// The intervals' codes; an interval's value is the parts of the try that first had it.
@@ -71,7 +71,7 @@ impl Intervals {
             )?))
         };
         let parts = IntervalParts {
-            pipeline: one_chunk(crate::cells::number_column(tries, "pipeline")?),
+            pipeline: one_chunk(crate::cells::code_column(tries, "pipeline")?),
             map_index: int("map_index")?,
             iv_start: int("iv_start")?,
             iv_end: int("iv_end")?,
@@ -139,7 +139,7 @@ impl Intervals {
     /// where it names one, else the interval its columns name, if a try has it.
     pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
         let interval_try = match frame.column("interval_try") {
-            Ok(_) => one_chunk(crate::cells::number_column(frame, "interval_try")?),
+            Ok(_) => one_chunk(crate::cells::code_column(frame, "interval_try")?),
             Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
         };
         // Most rows name a try; the columns are read only for those that do not.
@@ -147,7 +147,7 @@ impl Intervals {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
         let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let pipeline = one_chunk(crate::cells::number_column(frame, "pipeline")?);
+        let pipeline = one_chunk(crate::cells::code_column(frame, "pipeline")?);
         let named = |row: usize| {
             let parts = (
                 pipeline.get(row),

@@ -40,14 +40,14 @@ pub const BASIS_LOGICAL_DATE: &str = "logical_date";
 pub const BASIS_RUN_AFTER: &str = "run_after";
 
 pub use crate::model::{TASK_INSTANCE, TRY};
-/// The columns that identify one interval of one pipeline: a DAG's task, numbered in
+/// The columns that identify one interval of one pipeline: a DAG's task, coded in
 /// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
 /// own pipeline, and its `name` only labels). Mapped task instances are separate operations:
 /// `map_index` is part of the identity.
 pub const PIPELINE_INTERVAL: [&str; 4] = ["pipeline", "map_index", "iv_start", "iv_end"];
 
 /// The sort that brings the rows of each pipeline interval together, to be read as groups: by
-/// operation and DAG, then the pipeline (a DAG's task, numbered in the order read: it orders
+/// operation and DAG, then the pipeline (a DAG's task, coded in the order read: it orders
 /// only a DAG's tasks of one operation among themselves, and findings are sorted again by what
 /// they say), then the interval, then `then`.
 pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
@@ -78,17 +78,45 @@ pub struct Prepared {
     pub window: ProviderWindow,
     /// How many keys, object ids and runs have codes.
     pub codes: model::Codes,
-    /// The pipeline intervals of the tries, numbered.
+    /// The pipeline intervals of the tries, coded.
     pub intervals: Intervals,
     /// Per key code: whether the whole journal, audited or not, has a committed or reconciled
     /// row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
-    /// The pipeline interval of each object (`Intervals::of_rows`), worked out once for the
-    /// verdicts and the rules that need it, after the audit has scoped `objects`.
-    object_intervals: std::sync::OnceLock<Vec<Option<u32>>>,
+    /// Indexes over `objects`, worked out once when first asked for.
+    object_indexes: ObjectIndexes,
     /// Provider objects a `--dag` audit left out because no DAG claims them (`objects`' columns;
     /// no rows otherwise): not the audit's to report, but still what exists for an interval.
     pub unclaimed: DataFrame,
+}
+
+/// What is worked out from `Prepared::objects` when first asked for.
+#[derive(Default)]
+struct ObjectIndexes {
+    /// The pipeline interval of each object (`Intervals::of_rows`).
+    intervals: std::sync::OnceLock<Vec<Option<u32>>>,
+    by_key: std::sync::OnceLock<ObjectsByKey>,
+}
+
+/// The rows of `objects` of each key code, in row order, and whether each object is live.
+pub struct ObjectsByKey {
+    rows: Grouped,
+    live: Vec<bool>,
+}
+
+impl ObjectsByKey {
+    /// Every object listed or journalled under the key.
+    pub fn all(&self, key: u32) -> &[u32] {
+        self.rows.of(key)
+    }
+
+    /// The live objects under the key.
+    pub fn live(&self, key: u32) -> impl Iterator<Item = u32> + '_ {
+        self.all(key)
+            .iter()
+            .copied()
+            .filter(|&row| self.live[row as usize])
+    }
 }
 
 impl Prepared {
@@ -106,37 +134,37 @@ impl Prepared {
 
     /// The key code of each try (its expected key's).
     pub fn try_key_codes(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.tries, model::KEY_CODE)
+        crate::cells::code_column(&self.tries, model::KEY_CODE)
     }
 
     /// The key code of each journal row.
     pub fn journal_key_codes(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.journal, model::KEY_CODE)
+        crate::cells::code_column(&self.journal, model::KEY_CODE)
     }
 
     /// The key code of each object (the key it is listed or journalled under).
     pub fn object_key_codes(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.objects, model::KEY_CODE)
+        crate::cells::code_column(&self.objects, model::KEY_CODE)
     }
 
     /// The object id code of each journal row.
     pub fn journal_external_id_codes(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.journal, model::EXTERNAL_ID_CODE)
+        crate::cells::code_column(&self.journal, model::EXTERNAL_ID_CODE)
     }
 
     /// The object id code of each object.
     pub fn object_external_id_codes(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.objects, model::EXTERNAL_ID_CODE)
+        crate::cells::code_column(&self.objects, model::EXTERNAL_ID_CODE)
     }
 
     /// The try (row of `tries`) of each journal row, NULL where the audit has none.
     pub fn journal_try_rows(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.journal, model::journal::TRY_ROW)
+        crate::cells::code_column(&self.journal, model::journal::TRY_ROW)
     }
 
     /// The run code of each try.
     pub fn try_run_codes(&self) -> Result<UInt32Chunked> {
-        crate::cells::number_column(&self.tries, model::tries::RUN_CODE)
+        crate::cells::code_column(&self.tries, model::tries::RUN_CODE)
     }
 
     /// The pipeline interval of a try (a row of `tries`), None where a part of it is NULL.
@@ -164,17 +192,31 @@ impl Prepared {
     /// The pipeline interval of each row of `objects`, where a try has it. Two threads asking
     /// at once may both work it out; the answers are the same.
     pub fn object_intervals(&self) -> Result<&[Option<u32>]> {
-        if let Some(known) = self.object_intervals.get() {
+        if let Some(known) = self.object_indexes.intervals.get() {
             return Ok(known);
         }
         let intervals = self.intervals.of_rows(&self.objects)?;
-        Ok(self.object_intervals.get_or_init(|| intervals))
+        Ok(self.object_indexes.intervals.get_or_init(|| intervals))
     }
 
-    /// Replaces the objects (a scoped audit's), forgetting what was worked out from them.
+    /// The objects of each key code, and which of them are live.
+    pub fn objects_by_key(&self) -> Result<&ObjectsByKey> {
+        if let Some(known) = self.object_indexes.by_key.get() {
+            return Ok(known);
+        }
+        let keys = self.object_key_codes()?;
+        let live = self.live_objects()?;
+        let index = ObjectsByKey {
+            rows: Grouped::new(self.codes.keys, || keys.iter()),
+            live: live.iter().map(|live| live == Some(true)).collect(),
+        };
+        Ok(self.object_indexes.by_key.get_or_init(|| index))
+    }
+
+    /// Replaces the objects (a scoped audit's), forgetting the indexes over them.
     pub fn set_objects(&mut self, objects: DataFrame) {
         self.objects = objects;
-        self.object_intervals = std::sync::OnceLock::new();
+        self.object_indexes = ObjectIndexes::default();
     }
 
     /// Whether the whole journal committed (or reconciled) the operation of a key.
@@ -202,11 +244,11 @@ impl Prepared {
         provider: &DataFrame,
         window: ProviderWindow,
     ) -> Result<Prepared> {
-        // The sources' keys and ids are numbered on threads of their own while the tries and
+        // The sources' keys and ids are coded on threads of their own while the tries and
         // the journal are prepared.
         let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
-            let numbering = Started::start(threads, "coding the sources", || {
+            let coding = Started::start(threads, "coding the sources", || {
                 objects::SourceCodes::of(&columns)
             });
             let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
@@ -222,10 +264,10 @@ impl Prepared {
             };
             let (tries, journal, run_count) =
                 Self::prepare_journal(config, tries, journal, &mut pipelines)?;
-            let numbers = numbering.finish();
+            let codes = coding.finish();
             let t = std::time::Instant::now();
             let attributed =
-                objects::attribute(config, &tries, &journal, all_journal, provider, numbers)?;
+                objects::attribute(config, &tries, &journal, all_journal, provider, codes)?;
             let intervals = intervals.finish()?;
             Self::finish(
                 config,
@@ -239,7 +281,7 @@ impl Prepared {
     }
 
     /// The prepared tries: those of operation tasks, with their operation, pipeline, audit
-    /// interval, interval label and expected key; and the pipelines numbered so far.
+    /// interval, interval label and expected key; and the pipelines coded so far.
     fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<(DataFrame, Pipelines)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
@@ -294,7 +336,7 @@ impl Prepared {
     }
 
     /// The prepared journal: each row with its operation, its run's interval and its own try;
-    /// and the tries with their run numbers, and how many runs there are.
+    /// and the tries with their run codes, and how many runs there are.
     fn prepare_journal(
         config: &Config,
         tries: DataFrame,
@@ -308,7 +350,7 @@ impl Prepared {
             crate::cells::text_column(&tries, "dag_id")?,
             crate::cells::text_column(&tries, "run_id")?,
         );
-        // The runs are numbered and the tries indexed, each on a thread of its own, while the
+        // The runs are coded and the tries indexed, each on a thread of its own, while the
         // journal's operations are named.
         let (runs, index, journal) = std::thread::scope(|threads| {
             let runs = Started::start(threads, "coding runs", || Runs::of(&dags, &run_ids));
@@ -323,9 +365,9 @@ impl Prepared {
         drop(index);
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
-        let run_numbers = numbers_column(model::tries::RUN_CODE, runs.of_try);
+        let run_codes = column_of_codes(model::tries::RUN_CODE, runs.of_try);
         let mut tries = tries;
-        tries.with_column(run_numbers).engine("run numbers")?;
+        tries.with_column(run_codes).engine("run codes")?;
         // Each row takes its run's interval from any try of the run (all of them agree).
         let interval = tries
             .select(["iv_start", "iv_end", "interval"])
@@ -346,7 +388,7 @@ impl Prepared {
         Ok((tries, journal, run_count))
     }
 
-    /// The frames with the key and id numbers of the tries and the journal.
+    /// The frames with the key and id codes of the tries and the journal.
     fn finish(
         config: &Config,
         (tries, journal, run_count): (DataFrame, DataFrame, usize),
@@ -358,15 +400,15 @@ impl Prepared {
         let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
         let mut tries = tries;
         tries
-            .with_column(numbers_column(model::KEY_CODE, interned.try_keys))
-            .engine("key ids")?;
+            .with_column(column_of_codes(model::KEY_CODE, interned.try_keys))
+            .engine("key codes")?;
         let mut journal = journal;
         journal
             .hstack_mut(&[
-                numbers_column(model::KEY_CODE, interned.journal_keys),
-                numbers_column(model::EXTERNAL_ID_CODE, interned.journal_ids),
+                column_of_codes(model::KEY_CODE, interned.journal_keys),
+                column_of_codes(model::EXTERNAL_ID_CODE, interned.journal_ids),
             ])
-            .engine("key ids")?;
+            .engine("key codes")?;
         let objects = attributed.objects;
         model::check(&tries, &journal, &objects)?;
         crate::timing::phase("prepare:objects", t);
@@ -385,7 +427,7 @@ impl Prepared {
             },
             intervals,
             committed_keys,
-            object_intervals: std::sync::OnceLock::new(),
+            object_indexes: ObjectIndexes::default(),
             unclaimed: DataFrame::empty(),
         })
     }
@@ -401,7 +443,7 @@ pub struct IntervalObject {
     pub key: Option<String>,
 }
 
-/// A pipeline interval (a number of `Prepared::intervals`) with its start and end.
+/// A pipeline interval (a code of `Prepared::intervals`) with its start and end.
 pub type WantedInterval = (u32, Option<i64>, Option<i64>);
 
 impl Prepared {
@@ -419,12 +461,12 @@ impl Prepared {
             return Ok(found);
         }
         let mut is_wanted = vec![false; self.intervals.count()];
-        for (number, ..) in wanted {
-            is_wanted[*number as usize] = true;
+        for (code, ..) in wanted {
+            is_wanted[*code as usize] = true;
         }
         let mut by_times: BTreeMap<(Option<i64>, Option<i64>), Vec<u32>> = BTreeMap::new();
-        for &(number, start, end) in wanted {
-            by_times.entry((start, end)).or_default().push(number);
+        for &(code, start, end) in wanted {
+            by_times.entry((start, end)).or_default().push(code);
         }
         for (frame, attributed) in [(&self.objects, true), (&self.unclaimed, false)] {
             if frame.height() == 0 {
@@ -447,16 +489,16 @@ impl Prepared {
                 int("provider_interval_end")?,
             );
             let unattributed = vec![None; if attributed { 0 } else { frame.height() }];
-            let homes = if attributed {
+            let of_rows = if attributed {
                 self.object_intervals()?
             } else {
                 &unattributed
             };
-            for (row, &home) in homes.iter().enumerate() {
+            for (row, &interval) in of_rows.iter().enumerate() {
                 if live.get(row) != Some(true) {
                     continue;
                 }
-                let mut of: Vec<u32> = home
+                let mut of: Vec<u32> = interval
                     .filter(|&n| is_wanted[n as usize])
                     .into_iter()
                     .collect();
@@ -465,19 +507,19 @@ impl Prepared {
                 {
                     // A provider that gives no end is taken at its start alone.
                     let end = ends.get(row);
-                    for (&(from, to), numbers) in by_times.range((Some(start), None)..) {
+                    for (&(from, to), codes) in by_times.range((Some(start), None)..) {
                         if from != Some(start) {
                             break;
                         }
                         if end.is_none() || to == end {
-                            of.extend(numbers);
+                            of.extend(codes);
                         }
                     }
                 }
                 of.sort_unstable();
                 of.dedup();
-                for number in of {
-                    found.entry(number).or_default().push(IntervalObject {
+                for code in of {
+                    found.entry(code).or_default().push(IntervalObject {
                         created_at: created.get(row),
                         external_id: ids.get(row).unwrap_or_default().to_string(),
                         key: keys.get(row).map(str::to_string),
@@ -494,12 +536,10 @@ impl Prepared {
 }
 
 /// A column of codes, NULL where a code is [`NULL`].
-fn numbers_column(name: &str, numbers: Vec<u32>) -> Column {
+fn column_of_codes(name: &str, codes: Vec<u32>) -> Column {
     UInt32Chunked::from_iter_options(
         name.into(),
-        numbers
-            .into_iter()
-            .map(|number| (number != NULL).then_some(number)),
+        codes.into_iter().map(|code| (code != NULL).then_some(code)),
     )
     .into_column()
 }
@@ -525,7 +565,7 @@ fn name_journal_operations(
 }
 
 /// The runs of the tries, coded densely from 0 in the order first seen: each try's run
-/// number (`NULL` where its dag_id or run_id is NULL) and each run's first try, whose cells
+/// code (`NULL` where its dag_id or run_id is NULL) and each run's first try, whose cells
 /// are the run's value.
 struct Runs {
     dictionary: Dictionary,
@@ -562,15 +602,15 @@ impl Runs {
                 of_try.push(NULL);
                 continue;
             };
-            let number = match dictionary.encode((dag, run), previous, |n| cells.value(n)) {
-                Encoded::Known(number) => number,
-                Encoded::New(number) => {
+            let code = match dictionary.encode((dag, run), previous, |n| cells.value(n)) {
+                Encoded::Known(code) => code,
+                Encoded::New(code) => {
                     cells.first_rows.push(row as IdxSize);
-                    number
+                    code
                 }
             };
-            previous = Some(number);
-            of_try.push(number);
+            previous = Some(code);
+            of_try.push(code);
         }
         Runs {
             dictionary,
@@ -579,7 +619,7 @@ impl Runs {
         }
     }
 
-    /// The number of a run, None if no try has it.
+    /// The code of a run, None if no try has it.
     fn get(&self, dag: &str, run: &str) -> Option<u32> {
         self.dictionary
             .find((dag, run), None, |n| self.cells.value(n))

@@ -39,7 +39,7 @@ fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
 }
 
-/// The text columns of the sources whose cells are numbered: the whole journal's keys and
+/// The text columns of the sources whose cells are coded: the whole journal's keys and
 /// object ids, and the objects'.
 pub struct SourceColumns {
     all_keys: StringChunked,
@@ -60,8 +60,8 @@ impl SourceColumns {
     }
 }
 
-/// The numbers that need only the sources, not the prepared tries: every object id, and the
-/// keys of the whole journal and of the objects (numbered first, so a key's number does not
+/// The codes that need only the sources, not the prepared tries: every object id, and the
+/// keys of the whole journal and of the objects (coded first, so a key's code does not
 /// depend on the tries). `Prepared::build` computes them on threads of their own while it
 /// prepares the tries and the journal.
 pub struct SourceCodes<'a> {
@@ -92,7 +92,7 @@ impl<'a> SourceCodes<'a> {
                 (ids, journal, objects)
             },
         );
-        let numbered = SourceCodes {
+        let coded = SourceCodes {
             columns,
             keys,
             all_key,
@@ -102,7 +102,7 @@ impl<'a> SourceCodes<'a> {
             object_id,
         };
         crate::timing::phase("prepare:sources:intern", t);
-        numbered
+        coded
     }
 }
 
@@ -150,22 +150,22 @@ pub fn attribute(
     let source_key_count = keys.len();
     let id_count = id_map.len();
     let t = std::time::Instant::now();
-    // The tries' keys are numbered and every key's home found on a thread of their own while
+    // The tries' keys are coded and every key's interval found on a thread of their own while
     // the whole journal is read for what it says of each object id.
-    let (said, homed) = crate::parallel::side_by_side(
+    let (said, keyed) = crate::parallel::side_by_side(
         || {
-            let numbers = JournalCodes {
+            let codes = JournalCodes {
                 key_ids: &all_key,
                 ids: &all_id,
                 key_count: source_key_count,
                 id_count,
             };
-            let said = JournalByObject::of(all_journal, all_keys, numbers);
+            let said = JournalByObject::of(all_journal, all_keys, codes);
             crate::timing::phase("prepare:objects:journal", t);
             said
         },
         || -> Result<KeyIntervals<'_>> {
-            // The keys of the tries and of a cut-down journal join the sources' numbering;
+            // The keys of the tries and of a cut-down journal join the sources' codes;
             // the map now borrows from their columns too.
             let mut keys: TextDictionary<'_> = keys;
             let try_key = keys.encode_mostly_known(&try_keys);
@@ -174,31 +174,31 @@ pub fn attribute(
             } else {
                 keys.encode_mostly_known(&journal_keys)
             };
-            let homes = IntervalSources::new(journal, tries)?;
-            let home = homes.best(keys.len(), &journal_key, &try_key)?;
-            let homed = if whole_journal {
-                "prepare:objects:homes"
+            let interval_sources = IntervalSources::new(journal, tries)?;
+            let source = interval_sources.best(keys.len(), &journal_key, &try_key)?;
+            let keyed = if whole_journal {
+                "prepare:objects:intervals"
             } else {
-                "prepare:objects:homes (audited journal a subset)"
+                "prepare:objects:intervals (audited journal a subset)"
             };
-            crate::timing::phase(homed, t);
+            crate::timing::phase(keyed, t);
             Ok(KeyIntervals {
                 key_count: keys.len(),
                 try_key,
                 journal_key,
-                homes,
-                home,
+                interval_sources,
+                source,
             })
         },
     );
-    let (homed, mut said) = (homed?, said?);
+    let (keyed, mut said) = (keyed?, said?);
     let KeyIntervals {
         key_count,
         try_key,
         journal_key,
-        homes,
-        home,
-    } = homed;
+        interval_sources,
+        source,
+    } = keyed;
     let t = std::time::Instant::now();
 
     let keep_status = Live::new(config);
@@ -241,11 +241,11 @@ pub fn attribute(
                     None => (None, NONE),
                 },
             };
-            let (home_row, is_journaled) = match key {
+            let (source_row, is_journaled) = match key {
                 NONE => (None, false),
-                key => (home[key as usize], says.journaled[key as usize]),
+                key => (source[key as usize], says.journaled[key as usize]),
             };
-            let operation = home_row.and_then(|home| homes.operation(home));
+            let operation = source_row.and_then(|source| interval_sources.operation(source));
             if operation.is_none() && (is_named || is_journaled) {
                 keep.push(false);
                 continue;
@@ -284,7 +284,7 @@ pub fn attribute(
             out.key.push(key_text);
             out.key_id.push((key != NONE).then_some(key));
             out.id.push((id != NONE).then_some(id));
-            out.home.push(home_row);
+            out.source.push(source_row);
             out.key_journaled.push(is_journaled);
             out.key_ttl.push(ttl(operation));
             out.intent.push(intent);
@@ -310,7 +310,7 @@ pub fn attribute(
     let committed_keys = std::mem::take(&mut said.key_committed);
     // What only the attribution needed goes before the columns are built, so they can reuse
     // its memory.
-    drop((said, home));
+    drop((said, source));
     drop((object_key, object_id, id_map));
     let t = std::time::Instant::now();
     let mut objects = provider.drop("raw").unwrap_or_else(|_| provider.clone());
@@ -328,8 +328,10 @@ pub fn attribute(
         .rename("interval_end", "provider_interval_end".into())
         .engine("attributing provider objects")?;
     // The creators' columns are taken on a thread of their own while the others are built.
-    let (columns, creators) =
-        crate::parallel::side_by_side(|| out.columns(&homes), || creators(&out, all_journal));
+    let (columns, creators) = crate::parallel::side_by_side(
+        || out.columns(&interval_sources),
+        || creators(&out, all_journal),
+    );
     let mut columns = columns?;
     columns.extend(creators?);
     objects
@@ -350,13 +352,14 @@ pub fn attribute(
     })
 }
 
-/// The tries' and the audited journal's key numbers, and every key's home.
+/// The tries' and the audited journal's key codes, and the row each key takes its interval
+/// from.
 struct KeyIntervals<'f> {
     key_count: usize,
     try_key: Vec<u32>,
     journal_key: Vec<u32>,
-    homes: IntervalSources<'f>,
-    home: Vec<Option<u32>>,
+    interval_sources: IntervalSources<'f>,
+    source: Vec<Option<u32>>,
 }
 
 /// What the whole journal says of each object id and each key.
@@ -535,15 +538,15 @@ impl Live {
     }
 }
 
-/// The rows a key can take its operation interval from: the audited journal's (numbered
-/// first), then the tries' (numbered after them). The two frames are read in place, not
+/// The rows a key can take its operation interval from: the audited journal's (coded
+/// first), then the tries' (coded after them). The two frames are read in place, not
 /// stacked into one copy.
 struct IntervalSources<'f> {
     journal: IntervalSourceColumns<'f>,
     tries: IntervalSourceColumns<'f>,
 }
 
-/// The columns of one source of homes.
+/// The columns of one kind of row a key can take its interval from.
 struct IntervalSourceColumns<'f> {
     frame: &'f DataFrame,
     operation: StringChunked,
@@ -554,9 +557,9 @@ struct IntervalSourceColumns<'f> {
     end: Int64Chunked,
 }
 
-/// The columns an object takes from its home. (`task_id` orders homes but is not taken: the
+/// The columns an object takes from its interval's row. (`task_id` orders the rows but is not taken: the
 /// pipeline stands for it.)
-const HOME: [&str; 7] = [
+const FROM_SOURCE: [&str; 7] = [
     "operation",
     "dag_id",
     "pipeline",
@@ -566,8 +569,9 @@ const HOME: [&str; 7] = [
     "interval",
 ];
 
-/// How homes compare: the earliest interval first, NULLs last.
-type HomeOrder<'a> = (
+/// How the rows a key can take its interval from compare: the earliest interval first, NULLs
+/// last.
+type SourceOrder<'a> = (
     (bool, Option<i64>),
     (bool, Option<&'a str>),
     (bool, Option<i64>),
@@ -592,7 +596,7 @@ impl<'f> IntervalSourceColumns<'f> {
         })
     }
 
-    fn order(&self, row: usize) -> HomeOrder<'_> {
+    fn order(&self, row: usize) -> SourceOrder<'_> {
         (
             last(self.start.get(row)),
             last(self.operation.get(row)),
@@ -612,70 +616,70 @@ impl<'f> IntervalSources<'f> {
         })
     }
 
-    /// The source and row of a home's number.
-    fn at(&self, home: u32) -> (&IntervalSourceColumns<'f>, usize) {
-        let home = home as usize;
-        match home.checked_sub(self.journal.frame.height()) {
-            None => (&self.journal, home),
+    /// The frame and row of a source row's code.
+    fn at(&self, source: u32) -> (&IntervalSourceColumns<'f>, usize) {
+        let source = source as usize;
+        match source.checked_sub(self.journal.frame.height()) {
+            None => (&self.journal, source),
             Some(row) => (&self.tries, row),
         }
     }
 
-    fn order(&self, home: u32) -> HomeOrder<'_> {
-        let (source, row) = self.at(home);
+    fn order(&self, source: u32) -> SourceOrder<'_> {
+        let (source, row) = self.at(source);
         source.order(row)
     }
 
-    fn operation(&self, home: u32) -> Option<&str> {
-        let (source, row) = self.at(home);
+    fn operation(&self, source: u32) -> Option<&str> {
+        let (source, row) = self.at(source);
         source.operation.get(row)
     }
 
-    /// For each key, the number of its home: the earliest interval; ties by operation, map
+    /// For each key, the number of its source: the earliest interval; ties by operation, map
     /// index, interval end, DAG, task (NULLs last), then by the order of the rows.
     ///
     /// A journal row whose key is its own try's expected key says nothing the try's row does
     /// not, and is passed over.
     fn best(&self, keys: usize, journal_key: &[u32], try_key: &[u32]) -> Result<Vec<Option<u32>>> {
         let own_try =
-            crate::cells::number_column(self.journal.frame, super::model::journal::TRY_ROW)?;
+            crate::cells::code_column(self.journal.frame, super::model::journal::TRY_ROW)?;
         let journal_candidates = journal_key.iter().zip(own_try.iter()).map(|(&key, own)| {
             let own = own.map_or(NONE, |row| try_key[row as usize]);
             (key != own).then_some(key)
         });
         let try_candidates = try_key.iter().map(|&key| Some(key));
         let mut best: Vec<Option<u32>> = vec![None; keys];
-        for (home, key) in journal_candidates.chain(try_candidates).enumerate() {
+        for (source, key) in journal_candidates.chain(try_candidates).enumerate() {
             let Some(key) = key.filter(|&key| key != NONE) else {
                 continue;
             };
-            let home = home as u32;
+            let source = source as u32;
             let slot = &mut best[key as usize];
-            if slot.is_none_or(|current| self.order(home) < self.order(current)) {
-                *slot = Some(home);
+            if slot.is_none_or(|current| self.order(source) < self.order(current)) {
+                *slot = Some(source);
             }
         }
         Ok(best)
     }
 
-    /// The `HOME` columns of the given homes, NULL where there is none, then `interval_try`:
-    /// a try whose operation interval is the home's.
+    /// The `FROM_SOURCE` columns of the given source rows, NULL where there is none, then
+    /// `interval_try`: a try whose operation interval is the row's.
     ///
     /// A journal row of its own try has that try's operation, DAG, map index and interval
-    /// (`Prepared::build` gave it them), so such homes are read from the tries as well: only
+    /// (`Prepared::build` gave it them), so such rows are read from the tries as well: only
     /// journal rows with no try of their own are taken from the journal.
-    fn take(&self, homes: &[Option<u32>]) -> Result<Vec<Column>> {
+    fn take(&self, rows: &[Option<u32>]) -> Result<Vec<Column>> {
         let journal_height = self.journal.frame.height() as u32;
-        let own_try = one_chunk(crate::cells::number_column(
+        let own_try = one_chunk(crate::cells::code_column(
             self.journal.frame,
             super::model::journal::TRY_ROW,
         )?);
-        let mut try_rows = Vec::with_capacity(homes.len());
-        let mut journal_rows = Vec::with_capacity(homes.len());
-        for &home in homes {
-            let (in_tries, in_journal) = match home {
+        let mut try_rows = Vec::with_capacity(rows.len());
+        let mut journal_rows = Vec::with_capacity(rows.len());
+        for &source in rows {
+            let (in_tries, in_journal) = match source {
                 None => (None, None),
-                Some(home) if home >= journal_height => (Some(home - journal_height), None),
+                Some(source) if source >= journal_height => (Some(source - journal_height), None),
                 Some(row) => match own_try.get(row as usize) {
                     Some(own) => (Some(own), None),
                     None => (None, Some(row)),
@@ -690,7 +694,7 @@ impl<'f> IntervalSources<'f> {
         );
         let from_journal = journal_rows.iter().any(Option::is_some).then(|| {
             let mask: BooleanChunked = journal_rows.iter().map(Option::is_some).collect();
-            let rows = IdxCa::from_iter_options("home".into(), journal_rows.iter().copied());
+            let rows = IdxCa::from_iter_options("source".into(), journal_rows.iter().copied());
             (rows, mask)
         });
         let take = |frame: &DataFrame, name: &str, rows: &IdxCa| -> Result<Column> {
@@ -698,10 +702,10 @@ impl<'f> IntervalSources<'f> {
                 .column(name)
                 .engine(name)?
                 .take(rows)
-                .engine("key homes")
+                .engine("key intervals")
         };
         // Column by column, so only one column's two halves exist at a time.
-        let mut columns = HOME
+        let mut columns = FROM_SOURCE
             .iter()
             .map(|&name| {
                 let tries = take(self.tries.frame, name, &try_rows)?;
@@ -709,7 +713,7 @@ impl<'f> IntervalSources<'f> {
                     None => Ok(tries),
                     Some((rows, mask)) => take(self.journal.frame, name, rows)?
                         .zip_with(mask, &tries)
-                        .engine("key homes"),
+                        .engine("key intervals"),
                 }
             })
             .collect::<Result<Vec<Column>>>()?;
@@ -727,7 +731,7 @@ struct ObjectColumns<'a> {
     key: Vec<Option<&'a str>>,
     key_id: Vec<Option<u32>>,
     id: Vec<Option<u32>>,
-    home: Vec<Option<u32>>,
+    source: Vec<Option<u32>>,
     key_journaled: Vec<bool>,
     key_ttl: Vec<Option<i64>>,
     intent: Vec<Option<u32>>,
@@ -743,7 +747,7 @@ impl<'a> ObjectColumns<'a> {
             key: Vec::with_capacity(rows),
             key_id: Vec::with_capacity(rows),
             id: Vec::with_capacity(rows),
-            home: Vec::with_capacity(rows),
+            source: Vec::with_capacity(rows),
             key_journaled: Vec::with_capacity(rows),
             key_ttl: Vec::with_capacity(rows),
             intent: Vec::with_capacity(rows),
@@ -759,14 +763,14 @@ impl<'a> ObjectColumns<'a> {
         self.key.extend(other.key);
         self.key_id.extend(other.key_id);
         self.id.extend(other.id);
-        self.home.extend(other.home);
+        self.source.extend(other.source);
         self.key_journaled.extend(other.key_journaled);
         self.key_ttl.extend(other.key_ttl);
         self.intent.extend(other.intent);
         self.commit.extend(other.commit);
     }
 
-    fn columns(&self, homes: &IntervalSources<'_>) -> Result<Vec<Column>> {
+    fn columns(&self, interval_sources: &IntervalSources<'_>) -> Result<Vec<Column>> {
         let mut columns = vec![
             Column::new("live".into(), &self.live),
             Column::new("named".into(), &self.named),
@@ -783,7 +787,7 @@ impl<'a> ObjectColumns<'a> {
             )
             .into_column(),
         ];
-        columns.extend(homes.take(&self.home)?);
+        columns.extend(interval_sources.take(&self.source)?);
         columns.push(Column::new(
             super::model::objects::KEY_JOURNALED.into(),
             &self.key_journaled,

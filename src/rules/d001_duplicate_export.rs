@@ -1,10 +1,10 @@
 use polars::prelude::*;
 
-use crate::cells::groups;
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
+use super::groups::RowGroups;
 use super::rows::ObjectRows;
 
 declare_rule! {
@@ -34,48 +34,35 @@ impl_rule!(
 );
 
 fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // Live objects per key, counted in an array indexed by the key's code (no window over
-    // the keys).
-    let objects = &prepared.objects;
-    let keys = prepared.object_key_codes()?;
-    let live = prepared.live_objects()?;
-    let live_keys = || {
-        keys.iter()
-            .zip(live.iter())
-            .map(|(key, live)| key.filter(|_| live == Some(true)))
-    };
-    let mut per_key = prepared.codes.per_key(0u32);
-    for key in live_keys().flatten() {
-        per_key[key as usize] += 1;
+    let by_key = prepared.objects_by_key()?;
+    let mut rows: Vec<IdxSize> = Vec::new();
+    for key in 0..prepared.codes.keys as u32 {
+        if by_key.live(key).nth(1).is_some() {
+            rows.extend(by_key.live(key).map(|row| row as IdxSize));
+        }
     }
-    let rows: Vec<IdxSize> = live_keys()
-        .enumerate()
-        .filter(|(_, key)| key.is_some_and(|key| per_key[key as usize] > 1))
-        .map(|(row, _)| row as IdxSize)
-        .collect();
     let rows = IdxCa::from_vec("row".into(), rows);
-    let duplicated = objects
+    let duplicated = prepared
+        .objects
         .take(&rows)
         .engine("D001")?
         .sort(["key", "created_at", "external_id"], Default::default())
         .engine("D001")?;
-    let rows = ObjectRows::read(&duplicated)?;
-    groups(&duplicated, &["key"])?
-        .into_iter()
-        .map(|(first, members)| {
-            let key = rows.key[first].clone().unwrap_or_default();
-            Ok(DuplicateExport::finding(FindingDraft {
-                dag_id: rows.dag_id[first].clone(),
-                operation: rows.operation[first].clone(),
-                interval: rows.interval[first].clone(),
-                message: format!(
-                    "{} live objects under key {key}: {}",
-                    members.len(),
-                    rows.listing(&members)
-                ),
-                op_key: Some(key),
-                evidence: rows.evidence(&members),
-            }))
-        })
-        .collect()
+    let duplicated = RowGroups::sorted(duplicated, &["key"])?;
+    let rows = ObjectRows::read(&duplicated.frame)?;
+    duplicated.findings(|first, members| {
+        let key = rows.key[first].clone().unwrap_or_default();
+        Ok(DuplicateExport::finding(FindingDraft {
+            dag_id: rows.dag_id[first].clone(),
+            operation: rows.operation[first].clone(),
+            interval: rows.interval[first].clone(),
+            message: format!(
+                "{} live objects under key {key}: {}",
+                members.len(),
+                rows.listing(members)
+            ),
+            op_key: Some(key),
+            evidence: rows.evidence(members),
+        }))
+    })
 }

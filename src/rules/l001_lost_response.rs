@@ -6,7 +6,7 @@ use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
 use super::rows::{JournalRows, ObjectRows, gather_sorted};
-use crate::cells::{flag_column, number_column};
+use crate::cells::{flag_column, code_column};
 
 declare_rule! {
     /// ## What it detects
@@ -66,7 +66,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         "L001 objects",
     )?;
     let mut lost_key = prepared.codes.per_key(false);
-    for key in number_column(&lost, model::KEY_CODE)?.iter().flatten() {
+    for key in code_column(&lost, model::KEY_CODE)?.iter().flatten() {
         lost_key[key as usize] = true;
     }
     let writers = gather_sorted(

@@ -56,14 +56,11 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
             _ => {}
         }
     }
-    let mut has_object = prepared.codes.per_key(false);
-    for key in prepared.object_key_codes()?.iter().flatten() {
-        has_object[key as usize] = true;
-    }
+    let objects = prepared.objects_by_key()?;
     let orphan: Vec<bool> = (0..prepared.codes.keys)
         .map(|key| {
             !done[key]
-                && !has_object[key]
+                && objects.all(key as u32).is_empty()
                 && first_intent[key]
                     .flatten()
                     .is_some_and(|at| prepared.window.holds(at))

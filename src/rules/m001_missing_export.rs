@@ -7,7 +7,7 @@ use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::{JournalRows, gather_sorted};
 use crate::cells::texts;
-use crate::cells::{flag_column, number_column};
+use crate::cells::{flag_column, code_column};
 
 declare_rule! {
     /// ## What it detects
@@ -34,7 +34,7 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The object row of each object id, and which ids are live (arrays indexed by the id's
     // code).
     let objects = &prepared.objects;
-    let ids = |frame: &DataFrame| number_column(frame, model::EXTERNAL_ID_CODE);
+    let ids = |frame: &DataFrame| code_column(frame, model::EXTERNAL_ID_CODE);
     let object_of = prepared.object_rows_by_id()?;
     let mut live_ids = prepared.codes.per_external_id(false);
     for (id, live) in ids(objects)?

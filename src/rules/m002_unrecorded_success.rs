@@ -83,7 +83,7 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .engine("M002")?;
     // A try whose expected key the journal committed in a run outside the audit (a manual
     // re-trigger of the interval) found it committed too.
-    let keys = crate::cells::number_column(&silent, model::KEY_CODE)?;
+    let keys = crate::cells::code_column(&silent, model::KEY_CODE)?;
     let unprotected = keys
         .iter()
         .map(|key| !key.is_some_and(|key| prepared.key_committed(key)));
