@@ -84,6 +84,7 @@ fn run(cli: Cli) -> Result<u8> {
                 } else {
                     onceonly::commands::synth::Layout::OperationPerDag
                 },
+                snapshot_only: args.snapshot_only,
             };
             let written = onceonly::commands::synth::run(&options, &args.out)?;
             output::stdout(&format!(

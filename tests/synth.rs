@@ -22,6 +22,7 @@ fn options(seed: u64) -> SynthOptions {
         seed,
         rates: Rates::parse(&entries).unwrap(),
         layout: Layout::OperationPerDag,
+        snapshot_only: false,
     }
 }
 
@@ -353,9 +354,69 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
     expected.sort();
     assert_eq!(codes(&report["findings"]), expected);
 
+    // --snapshot-only writes the same snapshot, configs and truth, and no databases.
+    let lean = dir.path().join("lean");
+    let lean = lean.to_str().unwrap();
+    let made = onceonly(&[
+        "synth",
+        "--intervals",
+        "500",
+        "--dags",
+        "2",
+        "--seed",
+        "9",
+        "--out",
+        lean,
+        "--rates",
+        "L001=0.05,M002=0.05",
+        "--snapshot-only",
+    ]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    assert_eq!(
+        manifest(std::path::Path::new(lean)),
+        manifest(std::path::Path::new(out))
+    );
+    for file in ["truth.json", "onceonly.toml", "attempts.parquet"] {
+        assert_eq!(
+            std::fs::read(format!("{lean}/{file}")).unwrap(),
+            std::fs::read(format!("{out}/{file}")).unwrap(),
+            "{file}"
+        );
+    }
+    for file in ["airflow.db", "journal.db", "provider_state.json"] {
+        assert!(std::path::Path::new(&format!("{out}/{file}")).exists());
+        assert!(
+            !std::path::Path::new(&format!("{lean}/{file}")).exists(),
+            "{file}"
+        );
+    }
+
     let bad = onceonly(&["synth", "--out", out, "--rates", "X001=0.1"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("X001"), "{}", stderr(&bad));
+}
+
+/// Rows turned into frames chunk by chunk give the scenario generated in one piece.
+#[test]
+fn a_scenario_generated_in_chunks_is_the_scenario_generated_at_once() {
+    let whole = synth::generate_in_chunks(&options(6), usize::MAX).unwrap();
+    for chunk in [1, 333, 1_999] {
+        let chunked = synth::generate_in_chunks(&options(6), chunk).unwrap();
+        assert_eq!(
+            chunked.truth.findings, whole.truth.findings,
+            "chunk {chunk}"
+        );
+        assert_eq!(chunked.truth.rows, whole.truth.rows, "chunk {chunk}");
+        for table in onceonly::model::Table::ALL {
+            let (a, b) = (chunked.tables.get(table), whole.tables.get(table));
+            assert!(
+                a.equals_missing(b),
+                "chunk {chunk}: {} differs",
+                table.name()
+            );
+            assert_eq!(a.first_col_n_chunks(), 1, "chunk {chunk}: {}", table.name());
+        }
+    }
 }
 
 /// A listed provider is asked only for the window the audited tries need (SPEC §3): with

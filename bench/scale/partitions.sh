@@ -11,8 +11,9 @@
 # time and peak memory (/usr/bin/time -v) printed, with the totals: the sum of the parts' times
 # (what one worker would take) and the largest part's peak (what each worker must have).
 #
-# A 10-million-interval scenario is run the same way with PARTITIONS="8" and SINGLE=0 (the one
-# audit would need about 18 GiB): bench/scale/partitions.sh 10000000.
+# A 10-million-interval scenario is run the same way with more DAGs and partitions and SINGLE=0
+# (the one audit would need about 30 GiB):
+#   DAGS=400 PARTITIONS=32 SINGLE=0 bench/scale/partitions.sh 10000000
 #
 # Environment: BIN (default /var/cache/onceonly/release-part/release/onceonly, built with
 # `cargo build --release` when missing), BENCH_DIR (default /tmp/onceonly-partitions), DAGS
@@ -81,8 +82,8 @@ for size in "${SIZES[@]}"; do
     mkdir -p "$dir"
     : > "$FIGURES"
     echo "== $size intervals, $DAGS DAGs, seed $SEED"
-    "$BIN" synth --intervals "$size" --dags "$DAGS" --seed "$SEED" --out "$scenario" \
-        --rates "$RATES" > /dev/null
+    measure "synth" -- "$BIN" synth --intervals "$size" --dags "$DAGS" --seed "$SEED" \
+        --out "$scenario" --rates "$RATES"
     config=$scenario/onceonly.toml
     if [ "$SINGLE" = 1 ]; then
         mkdir -p "$dir/single"
@@ -106,6 +107,9 @@ for size in "${SIZES[@]}"; do
         grep -E "^  part [0-9]+ of $n " "$FIGURES" | awk -v n="$n" \
             '{t += $(NF-1); if ($NF + 0 > p) p = $NF + 0}
              END {printf "%-28s %9.1f s %8s MiB (largest part)\n", "parts of " n ", total", t, p}'
+        grep -E "^(split into $n|  part [0-9]+ of $n|merge of $n) " "$FIGURES" | awk -v n="$n" \
+            '{t += $(NF-1); if ($NF + 0 > p) p = $NF + 0}
+             END {printf "%-28s %9.1f s %8s MiB (largest step)\n", "split+parts+merge of " n, t, p}'
         if [ "$SINGLE" = 1 ]; then
             same "$dir/single" "$run/merged"
         fi

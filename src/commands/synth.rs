@@ -179,6 +179,9 @@ pub struct SynthOptions {
     pub seed: u64,
     pub rates: Rates,
     pub layout: Layout,
+    /// Write the snapshot, configs and truth only: not the Airflow and journal databases nor
+    /// the provider's state file (what audits `--from-snapshot` do not read).
+    pub snapshot_only: bool,
 }
 
 /// How the configs bind the scenario's DAGs to operations.
@@ -216,9 +219,11 @@ pub struct Truth {
 pub struct Scenario {
     pub tables: Tables,
     pub truth: Truth,
-    /// Each listed object as the provider serves it (JSON text), for the state file.
-    state_objects: Vec<String>,
 }
+
+/// How many intervals are generated as rows before they are turned into frames: the rows as
+/// Rust values take about twice the memory of the frames.
+const CHUNK: usize = 250_000;
 
 const HOUR: i64 = 3_600;
 const SECOND: i64 = 1_000_000;
@@ -325,6 +330,13 @@ fn object_json(provider: &Provider, row: usize, dag_id: &str) -> Value {
 
 /// Builds the scenario.
 pub fn generate(options: &SynthOptions) -> Result<Scenario> {
+    generate_in_chunks(options, CHUNK)
+}
+
+/// Builds the scenario, turning the rows into frames every `chunk` intervals: the same scenario
+/// whatever the chunk, held as Rust values for one chunk at a time.
+pub fn generate_in_chunks(options: &SynthOptions, chunk: usize) -> Result<Scenario> {
+    let chunk = chunk.max(1);
     let dags = options.dags.max(1);
     let mut rng = Rng(options.seed ^ 0x6f6e_6365_6f6e_6c79);
     let mut attempts = Attempts::default();
@@ -345,7 +357,15 @@ pub fn generate(options: &SynthOptions) -> Result<Scenario> {
         .collect();
     let mut object_number = 0u64;
 
+    let mut chunks: Vec<[DataFrame; 3]> = Vec::new();
     for n in 0..options.intervals {
+        if n > 0 && n % chunk == 0 {
+            chunks.push(frames(
+                &std::mem::take(&mut attempts),
+                &std::mem::take(&mut journal),
+                &std::mem::take(&mut provider),
+            )?);
+        }
         let dag = n % dags;
         let slot = (n / dags) as i64;
         let dag_id = dag_name(dag);
@@ -562,7 +582,9 @@ pub fn generate(options: &SynthOptions) -> Result<Scenario> {
     }
     findings.sort();
 
-    let tables = tables(&attempts, &journal, &provider, options.seed)?;
+    chunks.push(frames(&attempts, &journal, &provider)?);
+    drop((attempts, journal, provider));
+    let tables = tables(chunks, options.seed)?;
     let rows = Table::ALL
         .iter()
         .map(|table| (table.name().to_string(), tables.get(*table).height()))
@@ -577,7 +599,6 @@ pub fn generate(options: &SynthOptions) -> Result<Scenario> {
             rows,
             findings,
         },
-        state_objects: provider.raw,
     })
 }
 
@@ -596,13 +617,42 @@ fn ints(name: &str, values: impl Iterator<Item = Option<i64>>) -> Column {
     Column::new(name.into(), values.collect::<Vec<Option<i64>>>())
 }
 
-/// The canonical tables, in the column order of [`crate::model`].
-fn tables(
-    attempts: &Attempts,
-    journal: &Journal,
-    provider: &Provider,
-    seed: u64,
-) -> Result<Tables> {
+/// The canonical tables, in the column order of [`crate::model`], from the frames of each
+/// chunk of intervals in order.
+fn tables(chunks: Vec<[DataFrame; 3]>, seed: u64) -> Result<Tables> {
+    let mut stacked: [Option<DataFrame>; 3] = [None, None, None];
+    for chunk in chunks {
+        for (all, frame) in stacked.iter_mut().zip(chunk) {
+            match all {
+                Some(all) => {
+                    all.vstack_mut_owned(frame)
+                        .engine("stacking synthetic rows")?;
+                }
+                None => *all = Some(frame),
+            }
+        }
+    }
+    // One chunk per column, as if the rows had been one frame from the start (column by
+    // column, so only one column is ever held twice).
+    let [attempts, journal, provider] = stacked.map(|frame| {
+        let mut frame = frame.unwrap_or_default();
+        frame.rechunk_mut();
+        frame
+    });
+    let origin = format!("onceonly synth (seed {seed})");
+    Ok(Tables {
+        attempts,
+        journal,
+        provider,
+        warnings: Vec::new(),
+        origins: [origin.clone(), origin.clone(), origin],
+        listed_window: None,
+        snapshot_hash: None,
+    })
+}
+
+/// The frames of a chunk of intervals' rows: attempts, journal, provider.
+fn frames(attempts: &Attempts, journal: &Journal, provider: &Provider) -> Result<[DataFrame; 3]> {
     let a = attempts;
     let rows = a.dag_id.len();
     let run_type = vec![Some("scheduled"); rows];
@@ -665,16 +715,7 @@ fn tables(
         text("raw", p.raw.iter().map(|s| Some(s.as_str()))),
     ])
     .engine("building the synthetic provider")?;
-    let origin = format!("onceonly synth (seed {seed})");
-    Ok(Tables {
-        attempts,
-        journal,
-        provider,
-        warnings: Vec::new(),
-        origins: [origin.clone(), origin.clone(), origin],
-        listed_window: None,
-        snapshot_hash: None,
-    })
+    Ok([attempts, journal, provider])
 }
 
 /// What `write` produced.
@@ -697,7 +738,6 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
     let shown = dir.display().to_string();
     std::fs::create_dir_all(dir).map_err(|err| Error::io(&shown, err))?;
     crate::sources::saved::save(dir, &scenario.tables, Default::default())?;
-    write_state(&dir.join("provider_state.json"), &scenario.state_objects)?;
     let dags = options.dags.max(1);
     crate::output::file(
         &dir.join("onceonly.toml"),
@@ -710,6 +750,13 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
     let mut truth = serde_json::to_string_pretty(&scenario.truth).expect("truth serializes");
     truth.push('\n');
     crate::output::file(&dir.join("truth.json"), truth.as_bytes())?;
+    if options.snapshot_only {
+        return Ok(());
+    }
+    write_state(
+        &dir.join("provider_state.json"),
+        &crate::cells::text_column(&scenario.tables.provider, "raw")?,
+    )?;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -720,7 +767,8 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
         })
 }
 
-fn write_state(path: &Path, objects: &[String]) -> Result<()> {
+/// The state file `mock-provider` serves: each listed object's JSON (the provider's `raw`).
+fn write_state(path: &Path, objects: &StringChunked) -> Result<()> {
     let shown = path.display().to_string();
     let file = std::fs::File::create(path).map_err(|err| Error::io(&shown, err))?;
     let mut out = std::io::BufWriter::new(file);
@@ -730,7 +778,7 @@ fn write_state(path: &Path, objects: &[String]) -> Result<()> {
             if index > 0 {
                 out.write_all(b",\n")?;
             }
-            out.write_all(object.as_bytes())?;
+            out.write_all(object.unwrap_or("null").as_bytes())?;
         }
         out.write_all(b"\n]}\n")?;
         out.flush()
