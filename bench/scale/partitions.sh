@@ -3,7 +3,7 @@
 #
 #   bench/scale/partitions.sh [INTERVALS ...]        # default: 100000 1000000
 #
-# For each size: `onceonly synth` writes a scenario with every fault; the one audit from its
+# For each size: `onceonly synth --snapshot-only` writes a scenario with every fault; the one audit from its
 # snapshot (all rules, JSON report, HTML page, verdicts, plan, SQL, metrics) is timed; then for
 # each N in PARTITIONS (default "1 2 7") `split`, one `audit --partition-out` per part (one after
 # the other) and `merge` with the same outputs are timed, each output compared byte for byte
@@ -83,7 +83,7 @@ for size in "${SIZES[@]}"; do
     : > "$FIGURES"
     echo "== $size intervals, $DAGS DAGs, seed $SEED"
     measure "synth" -- "$BIN" synth --intervals "$size" --dags "$DAGS" --seed "$SEED" \
-        --out "$scenario" --rates "$RATES"
+        --out "$scenario" --rates "$RATES" --snapshot-only
     config=$scenario/onceonly.toml
     if [ "$SINGLE" = 1 ]; then
         mkdir -p "$dir/single"
