@@ -145,22 +145,39 @@ pub struct Merged {
     pub inputs_fingerprint: String,
 }
 
-struct Loaded {
-    dir: PathBuf,
-    result: PartitionResult,
+/// `partition.json` without its report: what tells whether the parts belong together. The
+/// merge reads every part's header first, then one part's report at a time, so it never holds
+/// the reports of all parts as JSON values at once.
+#[derive(Debug, Deserialize)]
+struct PartitionHeader {
+    format_version: u32,
+    part: usize,
+    split: SplitInfo,
+    rules: Vec<String>,
 }
 
-fn load(dir: &Path) -> Result<Loaded> {
+struct Loaded {
+    dir: PathBuf,
+    result: PartitionHeader,
+}
+
+/// Reads `dir`'s `partition.json` as `T` (its header, or all of it).
+fn read_result<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<T> {
     let path = dir.join(RESULT_FILE);
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(&path).map_err(|err| Error::io(&shown, err))?;
-    let result: PartitionResult = serde_json::from_str(&text).map_err(|err| {
+    serde_json::from_str(&text).map_err(|err| {
         Error::input(
             Location::source(&shown),
             format!("not a partition's result (`audit --partition-out` writes one): {err}"),
         )
-    })?;
+    })
+}
+
+fn load(dir: &Path) -> Result<Loaded> {
+    let result: PartitionHeader = read_result(dir)?;
     if result.format_version != FORMAT_VERSION {
+        let shown = dir.join(RESULT_FILE).display().to_string();
         return Err(Error::input(
             Location::source(&shown),
             format!(
@@ -257,9 +274,12 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     let mut audited = [0usize; 3];
     let mut verdicts = Vec::new();
     let (mut objects, mut journal) = (Vec::new(), Vec::new());
+    // The whole audit's coverage is the first part's, with the counts of all.
+    let mut first_coverage = Value::Null;
     for loaded in &parts {
         let shown = loaded.dir.join(RESULT_FILE).display().to_string();
-        let report = &loaded.result.report;
+        let result: PartitionResult = read_result(&loaded.dir)?;
+        let report = &result.report;
         let bad = |what: &str| {
             Error::input(
                 Location::source(&shown),
@@ -270,7 +290,7 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
         let values = report["findings"]
             .as_array()
             .ok_or_else(|| bad("findings"))?;
-        let repair_inputs = &loaded.result.repair_inputs;
+        let repair_inputs = &result.repair_inputs;
         if repair_inputs.len() != values.len() {
             return Err(Error::input(
                 Location::source(&shown),
@@ -297,6 +317,9 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
         let summary = &report["summary"]["verdicts"];
         add_counts(&mut verdict_counts, summary).ok_or_else(|| bad("summary.verdicts"))?;
         let coverage = &report["coverage"];
+        if first_coverage.is_null() {
+            first_coverage = coverage.clone();
+        }
         add_counts(&mut basis, &coverage["interval_basis"])
             .ok_or_else(|| bad("coverage.interval_basis"))?;
         runs += coverage["runs"]
@@ -327,7 +350,7 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     audited[2] -= split.shared_objects * (split.partitions - 1);
     let mut findings: Vec<Finding> = findings.into_values().flatten().collect();
     crate::rules::sort_findings(&mut findings);
-    let first = &parts[0].result.report["coverage"];
+    let first = &first_coverage;
     let shown = parts[0].dir.join(RESULT_FILE).display().to_string();
     let coverage = coverage(first, &split, audited, basis, runs, tries).ok_or_else(|| {
         Error::input(
