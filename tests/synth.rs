@@ -301,20 +301,24 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
     let out = out.to_str().unwrap();
-    let made = onceonly(&[
-        "synth",
-        "--intervals",
-        "500",
-        "--dags",
-        "2",
-        "--seed",
-        "9",
-        "--out",
-        out,
-        "--rates",
-        "L001=0.05,M002=0.05",
-    ]);
-    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    let synth_into = |out: &str, more: &[&str]| {
+        let args = [
+            "synth",
+            "--intervals",
+            "500",
+            "--dags",
+            "2",
+            "--seed",
+            "9",
+            "--out",
+            out,
+            "--rates",
+            "L001=0.05,M002=0.05",
+        ];
+        let made = onceonly(&[&args[..], more].concat());
+        assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    };
+    synth_into(out, &[]);
     let config = format!("{out}/onceonly.toml");
     let audited = onceonly(&[
         "audit",
@@ -357,21 +361,7 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
     // --snapshot-only writes the same snapshot, configs and truth, and no databases.
     let lean = dir.path().join("lean");
     let lean = lean.to_str().unwrap();
-    let made = onceonly(&[
-        "synth",
-        "--intervals",
-        "500",
-        "--dags",
-        "2",
-        "--seed",
-        "9",
-        "--out",
-        lean,
-        "--rates",
-        "L001=0.05,M002=0.05",
-        "--snapshot-only",
-    ]);
-    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    synth_into(lean, &["--snapshot-only"]);
     assert_eq!(
         manifest(std::path::Path::new(lean)),
         manifest(std::path::Path::new(out))
