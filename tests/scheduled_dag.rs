@@ -27,7 +27,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// A private Airflow: AIRFLOW_HOME in a temporary folder, its services each in a process group
 /// of its own. Dropping it stops them, the test passed or not: the groups, then any process
-/// still running with this AIRFLOW_HOME in its environment (a task a service left behind).
+/// of this AIRFLOW_HOME still running (a task a service left behind).
 struct Airflow {
     home: PathBuf,
     venv_bin: PathBuf,
@@ -50,6 +50,8 @@ impl Airflow {
     fn new(python: &Path, home: PathBuf, extra: &[(&str, String)]) -> Airflow {
         let venv_bin = python.parent().unwrap().to_path_buf();
         std::fs::create_dir_all(home.join("dags")).unwrap();
+        // As /proc shows working folders.
+        let home = home.canonicalize().unwrap();
         std::fs::write(
             home.join("passwords.json"),
             serde_json::json!({"admin": PASSWORD}).to_string(),
@@ -322,7 +324,9 @@ impl Airflow {
         std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
     }
 
-    /// The processes, ours or any service's, whose environment has this AIRFLOW_HOME.
+    /// The processes this Airflow started: those working in its AIRFLOW_HOME (where the
+    /// services start; the api-server writes its title over its environment) or with it in
+    /// their environment (tasks, which work in a folder of their own).
     fn processes(&self) -> Vec<i32> {
         let marker = format!("AIRFLOW_HOME={}\0", self.home.display());
         let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -331,11 +335,12 @@ impl Airflow {
         entries
             .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
             .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
-                    environ
-                        .split_inclusive(|&byte| byte == 0)
-                        .any(|entry| entry == marker.as_bytes())
-                })
+                std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == self.home)
+                    || std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+                        environ
+                            .split_inclusive(|&byte| byte == 0)
+                            .any(|entry| entry == marker.as_bytes())
+                    })
             })
             .collect()
     }
@@ -504,6 +509,14 @@ fn a_real_scheduler_runs_the_partitioned_dag_to_the_one_audits_outputs() {
         airflow.query(&parsed)[0][0] == 1
     });
     let ready = started.elapsed();
+    // What stop() looks for finds the services (and after it, nothing).
+    let running = airflow.processes();
+    for (name, service) in &airflow.services {
+        assert!(
+            running.contains(&(service.id() as i32)),
+            "{name}: {running:?}"
+        );
+    }
 
     // The previous night's report, as the nightly runs leave it.
     let before = onceonly(&[
