@@ -200,14 +200,20 @@ impl Airflow {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    /// Waits until `ready` holds, checking on the services meanwhile.
+    /// Waits until `ready` holds, checking on the services meanwhile; at the timeout, shows the
+    /// task instances and the scheduler's log.
     fn wait_for(&mut self, what: &str, timeout: Duration, mut ready: impl FnMut(&Self) -> bool) {
         let start = Instant::now();
         while !ready(self) {
             self.check_services();
             assert!(
                 start.elapsed() < timeout,
-                "{what}: not after {timeout:?}\nscheduler:\n{}",
+                "{what}: not after {timeout:?}\ntask instances (run, task, map index, state, try): \
+                 {}\nscheduler:\n{}",
+                serde_json::to_string(&self.query(
+                    "SELECT run_id, task_id, map_index, state, try_number FROM task_instance"
+                ))
+                .unwrap(),
                 self.log_end("scheduler")
             );
             std::thread::sleep(Duration::from_millis(500));
