@@ -24,6 +24,7 @@ mod readonly;
 mod rules;
 mod saved;
 mod scenario;
+mod scheduled_dag;
 mod schemas;
 mod skip;
 mod synth;
