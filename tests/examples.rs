@@ -15,14 +15,34 @@ fn dag_file() -> String {
 fn the_nightly_dag_imports_in_real_airflow() {
     check_in_airflow(
         "the DAG in a real Airflow",
-        "from airflow.models.dagbag import DagBag\n\
+        &format!(
+            "from airflow.models.dagbag import DagBag\n\
          bag = DagBag('examples/airflow')\n\
          assert not bag.import_errors, bag.import_errors\n\
          dag = bag.dags['onceonly_nightly_audit']\n\
          assert [t.task_id for t in dag.tasks] == ['audit'], dag.tasks\n\
+         {}\n\
          print('ok')",
+            AUDITS_THE_DAY_BEFORE
+        ),
     );
 }
+
+/// Python asserting that the timetable of `dag` (a DagBag's) gives a scheduled run, and a run
+/// triggered by hand, the whole day before it as data interval: what the DAGs' scripts audit.
+pub const AUDITS_THE_DAY_BEFORE: &str = "\
+from airflow.serialization.encoders import coerce_to_core_timetable
+from airflow.timetables.base import DataInterval, TimeRestriction
+import pendulum
+timetable = coerce_to_core_timetable(dag.timetable)
+day = lambda d, hour=0: pendulum.datetime(2026, 3, d, hour)
+scheduled = timetable.next_dagrun_info(
+    last_automated_data_interval=DataInterval(day(1), day(2)),
+    restriction=TimeRestriction(earliest=None, latest=None, catchup=True))
+assert scheduled.run_after == day(3), scheduled
+assert scheduled.data_interval == DataInterval(day(2), day(3)), scheduled
+manual = timetable.infer_manual_data_interval(run_after=day(3, 6))
+assert manual == DataInterval(day(2), day(3)), manual";
 
 /// Runs the Python `check` in a real Airflow (an empty `AIRFLOW_HOME`, no example DAGs) from
 /// the repository's root and asserts it succeeds; recorded as skipped without Airflow's venv.
@@ -120,8 +140,21 @@ fn the_nightly_script_fails_on_new_findings_only() {
         .unwrap()
         .len();
     assert!(first_findings > 0);
-    // The next night nothing new happened: the known findings do not fail the job again.
-    let second = night(script_for(&night_start, &night_end));
+    // Airflow retries the failed task: the retry is judged as the first try was, not against
+    // the report the first try left as latest.json.
+    let retry = night(script_for(&night_start, &night_end));
+    assert_eq!(
+        retry.status.code(),
+        Some(1),
+        "a retry must not pass the night: {}",
+        String::from_utf8_lossy(&retry.stderr)
+    );
+    // The next night (its own report name) nothing new happened: the known findings do not
+    // fail the job again.
+    let second = night(script_for(&night_start, &night_end).replace(
+        &format!("today=\"$reports/{next}\""),
+        "today=\"$reports/the-next-night\"",
+    ));
     assert_eq!(
         second.status.code(),
         Some(0),

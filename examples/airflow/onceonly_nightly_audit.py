@@ -15,19 +15,30 @@ from datetime import datetime, timedelta
 
 try:  # Airflow 3
     from airflow.providers.standard.operators.bash import BashOperator
-    from airflow.sdk import DAG
+    from airflow.sdk import DAG, CronDataIntervalTimetable
 except ImportError:  # Airflow 2
     from airflow import DAG
     from airflow.operators.bash import BashOperator
+    from airflow.timetables.interval import CronDataIntervalTimetable
 
 AUDIT = r"""
 set -euo pipefail
 reports="${ONCEONLY_REPORTS:-/var/lib/onceonly}"
 mkdir -p "$reports"
 today="$reports/{{ data_interval_end | ds }}"
+# The night's first try fixes what the night is compared with: the previous night's report (or
+# none). A retry compares with the same, not with the latest.json its failed try wrote, which
+# would make every finding of tonight "persisting" and pass.
+if [ ! -e "$today.baseline.json" ] && [ ! -e "$today.no-baseline" ]; then
+    if [ -f "$reports/latest.json" ]; then
+        cp "$reports/latest.json" "$today.baseline.json"
+    else
+        : > "$today.no-baseline"
+    fi
+fi
 baseline=()
-if [ -f "$reports/latest.json" ]; then
-    baseline=(--baseline "$reports/latest.json" --fail-on-new)
+if [ -f "$today.baseline.json" ]; then
+    baseline=(--baseline "$today.baseline.json" --fail-on-new)
 fi
 status=0
 onceonly audit --config "$ONCEONLY_CONFIG" \
@@ -47,7 +58,9 @@ exit "$status"
 
 with DAG(
     dag_id="onceonly_nightly_audit",
-    schedule="@daily",
+    # Each run audits the day before it (its data interval), on Airflow 3 as on Airflow 2:
+    # Airflow 3 reads "@daily" as a point in time, a data interval that starts where it ends.
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
