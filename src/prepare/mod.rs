@@ -213,6 +213,12 @@ impl Prepared {
         Ok(self.object_indexes.by_key.get_or_init(|| index))
     }
 
+    /// The rows of `tries` of each run code, in row order.
+    pub fn tries_by_run(&self) -> Result<Grouped> {
+        let runs = self.try_run_codes()?;
+        Ok(Grouped::new(self.codes.runs, || runs.iter()))
+    }
+
     /// Replaces the objects (a scoped audit's), forgetting the indexes over them.
     pub fn set_objects(&mut self, objects: DataFrame) {
         self.objects = objects;

@@ -1,8 +1,8 @@
 use polars::prelude::*;
 
-use crate::cells::{ints, texts};
-use crate::error::{EngineContext, Result};
-use crate::prepare::{Prepared, TASK_INSTANCE, model};
+use crate::cells::{int_column, one_chunk, text_column, texts};
+use crate::error::Result;
+use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule, try_ref};
 use crate::timestamp;
@@ -31,98 +31,90 @@ declare_rule! {
 impl_rule!(OverlappingTries, check, repair);
 
 fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // A journal row's `try_row` is the row of `tries` it belongs to (prepare matched them on
-    // `TRY`).
-    let on = [col(model::journal::TRY_ROW)];
-    let last_write = prepared
-        .journal()
-        .filter(col(model::journal::TRY_ROW).is_not_null())
-        .group_by(on.clone())
-        .agg([col("recorded_at").max().alias("last_write")]);
-    let spans = prepared
-        .tries()
-        .with_row_index(model::journal::TRY_ROW, None)
-        .filter(col("start_date").is_not_null())
-        .join(last_write, on.clone(), on, JoinArgs::new(JoinType::Left))
-        .select([
-            col("dag_id"),
-            col("task_id"),
-            col("map_index"),
-            col("run_id"),
-            col("try_number"),
-            col("operation"),
-            col("interval"),
-            col("hostname"),
-            col("pid"),
-            col("start_date"),
-            col("end_date"),
-            // An unfinished try (no end date) is still running: open-ended.
-            when(col("end_date").is_null())
-                .then(lit(i64::MAX).cast(crate::model::utc()))
-                .otherwise(
-                    polars::lazy::dsl::max_horizontal([col("end_date"), col("last_write")])
-                        .engine("C001")?,
-                )
-                .alias("busy_until"),
-        ]);
-    let ti: Vec<Expr> = TASK_INSTANCE.iter().map(|name| col(*name)).collect();
-    let overlaps = spans
-        .clone()
-        .join(
-            spans,
-            ti.clone(),
-            ti,
-            JoinArgs::new(JoinType::Inner).with_suffix(Some("_later".into())),
+    let tries = &prepared.tries;
+    let int = |name: &str| -> Result<Int64Chunked> { Ok(one_chunk(int_column(tries, name)?)) };
+    let (numbers, maps, starts, ends) = (
+        int("try_number")?,
+        int("map_index")?,
+        int("start_date")?,
+        int("end_date")?,
+    );
+    let task_ids = one_chunk(text_column(tries, "task_id")?);
+    // Each try is busy from its start until the later of its end and its last journal record;
+    // an unfinished try (no end date) is still running: open-ended.
+    let mut last_write: Vec<Option<i64>> = vec![None; tries.height()];
+    let recorded = int_column(&prepared.journal, "recorded_at")?;
+    for (row, at) in prepared.journal_try_rows()?.iter().zip(recorded.iter()) {
+        if let (Some(row), Some(at)) = (row, at) {
+            let last = &mut last_write[row as usize];
+            *last = Some(last.map_or(at, |last| last.max(at)));
+        }
+    }
+    let busy_until = |row: usize| match ends.get(row) {
+        None => i64::MAX,
+        Some(end) => last_write[row].map_or(end, |write| write.max(end)),
+    };
+    // Two tries of one task instance (one run, the same task and map index), the earlier by
+    // try number, each starting before the other stopped being busy. A run's tries are few, so
+    // each run's are compared pairwise.
+    let mut overlaps: Vec<(usize, usize)> = Vec::new();
+    let by_run = prepared.tries_by_run()?;
+    for run in 0..prepared.codes.runs as u32 {
+        let rows = by_run.of(run);
+        for (&first, &later) in rows
+            .iter()
+            .flat_map(|first| rows.iter().map(move |later| (first, later)))
+        {
+            let (first, later) = (first as usize, later as usize);
+            let same_instance = task_ids.get(first).is_some()
+                && task_ids.get(first) == task_ids.get(later)
+                && maps.get(first).is_some()
+                && maps.get(first) == maps.get(later);
+            let overlapped = match (
+                numbers.get(first).zip(numbers.get(later)),
+                starts.get(first).zip(starts.get(later)),
+            ) {
+                (Some((a, b)), Some((start, start_later))) => {
+                    a < b && start_later < busy_until(first) && start < busy_until(later)
+                }
+                _ => false,
+            };
+            if same_instance && overlapped {
+                overlaps.push((first, later));
+            }
+        }
+    }
+    let dags = one_chunk(text_column(tries, "dag_id")?);
+    let runs = one_chunk(text_column(tries, "run_id")?);
+    overlaps.sort_by_key(|&(first, later)| {
+        (
+            dags.get(first),
+            task_ids.get(first),
+            maps.get(first),
+            runs.get(first),
+            numbers.get(first),
+            numbers.get(later),
         )
-        .filter(
-            col("try_number")
-                .lt(col("try_number_later"))
-                .and(col("start_date_later").lt(col("busy_until")))
-                .and(col("start_date").lt(col("busy_until_later"))),
-        )
-        .sort(
-            [
-                "dag_id",
-                "task_id",
-                "map_index",
-                "run_id",
-                "try_number",
-                "try_number_later",
-            ],
-            Default::default(),
-        )
-        .collect()
-        .engine("C001")?;
+    });
 
-    let text = |name: &str| texts(&overlaps, name);
-    let (dag, run, operation, interval) = (
+    let text = |name: &str| texts(tries, name);
+    let (dag, operation, interval, host) = (
         text("dag_id")?,
-        text("run_id")?,
         text("operation")?,
         text("interval")?,
+        text("hostname")?,
     );
-    let (host, host_later) = (text("hostname")?, text("hostname_later")?);
-    let (map, tries, later) = (
-        ints(&overlaps, "map_index")?,
-        ints(&overlaps, "try_number")?,
-        ints(&overlaps, "try_number_later")?,
-    );
-    let (busy, start_later, start, end) = (
-        ints(&overlaps, "busy_until")?,
-        ints(&overlaps, "start_date_later")?,
-        ints(&overlaps, "start_date")?,
-        ints(&overlaps, "end_date")?,
-    );
-    (0..overlaps.height())
-        .map(|row| {
-            let run_id = run[row].clone().unwrap_or_default();
+    overlaps
+        .into_iter()
+        .map(|(row, later)| {
+            let run_id = runs.get(row).unwrap_or_default().to_string();
             let (first, second) = (
-                try_ref(&run_id, tries[row], map[row]),
-                try_ref(&run_id, later[row], map[row]),
+                try_ref(&run_id, numbers.get(row), maps.get(row)),
+                try_ref(&run_id, numbers.get(later), maps.get(row)),
             );
-            let until = match busy[row] {
-                Some(i64::MAX) | None => "still running".to_string(),
-                Some(at) => format!("busy until {}", timestamp::format(at)),
+            let until = match busy_until(row) {
+                i64::MAX => "still running".to_string(),
+                at => format!("busy until {}", timestamp::format(at)),
             };
             Ok(OverlappingTries::finding(FindingDraft {
                 dag_id: dag[row].clone(),
@@ -132,8 +124,8 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
                 message: format!(
                     "{first} on {} ({until}) overlapped {second} on {}, started {}",
                     host[row].as_deref().unwrap_or("?"),
-                    host_later[row].as_deref().unwrap_or("?"),
-                    timestamp::format_opt(start_later[row])
+                    host[later].as_deref().unwrap_or("?"),
+                    timestamp::format_opt(starts.get(later))
                 ),
                 evidence: Evidence {
                     run_ids: vec![run_id.clone()],
@@ -141,10 +133,10 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
                     times: vec![
                         format!(
                             "{first} start={} end={}",
-                            timestamp::format_opt(start[row]),
-                            timestamp::format_opt(end[row])
+                            timestamp::format_opt(starts.get(row)),
+                            timestamp::format_opt(ends.get(row))
                         ),
-                        format!("{second} start={}", timestamp::format_opt(start_later[row])),
+                        format!("{second} start={}", timestamp::format_opt(starts.get(later))),
                     ],
                     ..Evidence::default()
                 },
