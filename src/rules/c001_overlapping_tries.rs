@@ -1,6 +1,6 @@
 use polars::prelude::*;
 
-use crate::cells::{int_column, one_chunk, text_column, texts};
+use crate::cells::{int_column, one_chunk, text_column};
 use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
@@ -97,13 +97,10 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
         )
     });
 
-    let text = |name: &str| texts(tries, name);
-    let (dag, operation, interval, host) = (
-        text("dag_id")?,
-        text("operation")?,
-        text("interval")?,
-        text("hostname")?,
-    );
+    // Cells are read for the overlapping tries alone.
+    let text = |name: &str| -> Result<StringChunked> { Ok(one_chunk(text_column(tries, name)?)) };
+    let (operation, interval, host) = (text("operation")?, text("interval")?, text("hostname")?);
+    let cell = |column: &StringChunked, row: usize| column.get(row).map(str::to_string);
     overlaps
         .into_iter()
         .map(|(row, later)| {
@@ -117,14 +114,14 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
                 at => format!("busy until {}", timestamp::format(at)),
             };
             Ok(OverlappingTries::finding(FindingDraft {
-                dag_id: dag[row].clone(),
-                operation: operation[row].clone(),
-                interval: interval[row].clone(),
+                dag_id: cell(&dags, row),
+                operation: cell(&operation, row),
+                interval: cell(&interval, row),
                 op_key: None,
                 message: format!(
                     "{first} on {} ({until}) overlapped {second} on {}, started {}",
-                    host[row].as_deref().unwrap_or("?"),
-                    host[later].as_deref().unwrap_or("?"),
+                    host.get(row).unwrap_or("?"),
+                    host.get(later).unwrap_or("?"),
                     timestamp::format_opt(starts.get(later))
                 ),
                 evidence: Evidence {
