@@ -1,12 +1,14 @@
 use polars::prelude::*;
 
-use crate::cells::{ints, texts};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::cells::{int_column, ints, one_chunk, text_column, texts};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared};
+use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
-use super::groups::{RowGroups, over_interval};
+use super::groups::RowGroups;
 use super::rows::ObjectRows;
 
 declare_rule! {
@@ -36,67 +38,118 @@ impl_rule!(
 );
 
 fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let group: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
-    let first_success = prepared
-        .tries()
-        .filter(
-            col("state")
-                .eq(lit("success"))
-                .and(col("end_date").is_not_null()),
-        )
-        .group_by(group.clone())
-        .agg([col("end_date").min().alias("succeeded_at")]);
-    let flagged = prepared
-        .live_in_intervals()
-        .join(
-            first_success.clone(),
-            group.clone(),
-            group.clone(),
-            JoinArgs::new(JoinType::Inner),
-        )
-        .filter(
-            over_interval(col("created_at").gt(col("succeeded_at")).any(true))?.and(
-                over_interval(col("created_at").lt_eq(col("succeeded_at")).any(true))?,
-            ),
-        )
-        .collect()
+    let tries = &prepared.tries;
+    let intervals = prepared.intervals.count();
+    let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
+        Ok(one_chunk(int_column(frame, name)?))
+    };
+    let (starts, ends) = (int(tries, "start_date")?, int(tries, "end_date")?);
+    let states = one_chunk(text_column(tries, "state")?);
+    // When each interval first succeeded: the earliest end of its successful tries.
+    let mut succeeded: Vec<Option<i64>> = vec![None; intervals];
+    for row in 0..tries.height() {
+        if let (Some(interval), Some("success"), Some(end)) = (
+            prepared.interval_of_try(row),
+            states.get(row),
+            ends.get(row),
+        ) {
+            let first = &mut succeeded[interval as usize];
+            *first = Some(first.map_or(end, |first| first.min(end)));
+        }
+    }
+    // The live objects of intervals that succeeded, and whether each interval has one created
+    // after its success and one created before (or at) it.
+    let objects = &prepared.objects;
+    let (live, operation, iv_start, created) = (
+        prepared.live_objects()?,
+        one_chunk(text_column(objects, "operation")?),
+        int(objects, "iv_start")?,
+        int(objects, "created_at")?,
+    );
+    let object_intervals = prepared.object_intervals()?;
+    let candidates: Vec<(usize, u32)> = object_intervals
+        .iter()
+        .enumerate()
+        .filter_map(|(row, interval)| {
+            let interval = (*interval)?;
+            let kept = live.get(row) == Some(true)
+                && operation.get(row).is_some()
+                && iv_start.get(row).is_some()
+                && succeeded[interval as usize].is_some();
+            kept.then_some((row, interval))
+        })
+        .collect();
+    let (mut after, mut before) = (vec![false; intervals], vec![false; intervals]);
+    for &(row, interval) in &candidates {
+        let (Some(created), Some(success)) = (created.get(row), succeeded[interval as usize])
+        else {
+            continue;
+        };
+        if created > success {
+            after[interval as usize] = true;
+        } else {
+            before[interval as usize] = true;
+        }
+    }
+    let flagged = |interval: u32| after[interval as usize] && before[interval as usize];
+    // The re-runs of each flagged interval: its tries started after its success.
+    let run_ids = one_chunk(text_column(tries, "run_id")?);
+    let clear_numbers = int(tries, "clear_number")?;
+    let mut reruns: BTreeMap<u32, (BTreeSet<&str>, Option<i64>)> = BTreeMap::new();
+    for row in 0..tries.height() {
+        let Some(interval) = prepared.interval_of_try(row).filter(|&i| flagged(i)) else {
+            continue;
+        };
+        if let (Some(start), Some(success)) = (starts.get(row), succeeded[interval as usize])
+            && start > success
+        {
+            let (runs, clears) = reruns.entry(interval).or_default();
+            runs.extend(run_ids.get(row));
+            *clears = (*clears).max(clear_numbers.get(row));
+        }
+    }
+    // The flagged intervals' objects with their interval's success and re-runs, in interval
+    // order.
+    let members: Vec<(usize, u32)> = candidates
+        .into_iter()
+        .filter(|&(_, interval)| flagged(interval))
+        .collect();
+    let rerun = |interval: u32| reruns.get(&interval);
+    let mut frame = objects
+        .take(&IdxCa::from_vec(
+            "row".into(),
+            members.iter().map(|&(row, _)| row as IdxSize).collect(),
+        ))
         .engine("R001")?;
-    // The reruns are described only for the intervals flagged, not for every interval with a
-    // success: joining run ids into text is the costly part.
-    let flagged_intervals = flagged
-        .clone()
-        .lazy()
-        .select(group.clone())
-        .unique(None, UniqueKeepStrategy::Any);
-    let reruns = prepared
-        .tries()
-        .join(
-            flagged_intervals,
-            group.clone(),
-            group.clone(),
-            JoinArgs::new(JoinType::Semi),
-        )
-        .join(
-            first_success,
-            group.clone(),
-            group.clone(),
-            JoinArgs::new(JoinType::Inner),
-        )
-        .filter(col("start_date").gt(col("succeeded_at")))
-        .group_by(group.clone())
-        .agg([
-            col("run_id")
-                .unique()
-                .sort(Default::default())
-                .str()
-                .join(", ", true)
-                .alias("rerun_runs"),
-            col("clear_number").max().alias("clears"),
-        ]);
+    frame
+        .hstack_mut(&[
+            Column::new(
+                "succeeded_at".into(),
+                members
+                    .iter()
+                    .map(|&(_, interval)| succeeded[interval as usize])
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "rerun_runs".into(),
+                members
+                    .iter()
+                    .map(|&(_, interval)| {
+                        rerun(interval).map(|(runs, _)| runs.iter().copied().collect::<Vec<_>>().join(", "))
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "clears".into(),
+                members
+                    .iter()
+                    .map(|&(_, interval)| rerun(interval).and_then(|(_, clears)| *clears))
+                    .collect::<Vec<_>>(),
+            ),
+        ])
+        .engine("R001")?;
     let flagged = RowGroups::per_interval(
-        flagged
-            .lazy()
-            .join(reruns, group.clone(), group, JoinArgs::new(JoinType::Left)),
+        frame.lazy(),
         lit(true),
         &["created_at", "external_id"],
         "R001",
