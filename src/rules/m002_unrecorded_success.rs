@@ -1,12 +1,12 @@
 use polars::prelude::*;
 
+use crate::cells::{code_column, one_chunk, text_column};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY, model};
+use crate::prepare::{Prepared, TRY, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
 use super::rows::TryRows;
-use crate::cells::texts;
 
 declare_rule! {
     /// ## What it detects
@@ -35,61 +35,60 @@ declare_rule! {
 impl_rule!(UnrecordedSuccess, check, repair);
 
 fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let at_provider = prepared
-        .objects()
-        .filter(col(model::KEY_CODE).is_not_null())
-        .group_by([col(model::KEY_CODE)])
-        .agg([col("external_id").min().alias("provider_object")]);
+    let tries = &prepared.tries;
     // A journal row's `try_row` is the row of `tries` it belongs to (prepare matched them on
     // `TRY`): a try with no journal row is a row no journal row points at.
-    let written = prepared
-        .journal()
-        .filter(col(model::journal::TRY_ROW).is_not_null())
-        .select([col(model::journal::TRY_ROW)]);
+    let mut written = vec![false; tries.height()];
+    for row in prepared.journal_try_rows()?.iter().flatten() {
+        written[row as usize] = true;
+    }
     // The pipeline intervals a try of committed (check-then-create retries skip them).
-    let interval: Vec<Expr> = PIPELINE_INTERVAL.iter().map(|name| col(*name)).collect();
-    let committed = prepared
+    let done = prepared
         .journal()
         .filter(col("phase").is_in(
             lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false),
             false,
         ))
-        .select(interval.clone())
-        .unique(None, UniqueKeepStrategy::Any);
-    let silent = prepared
-        .tries()
-        .with_row_index(model::journal::TRY_ROW, None)
-        .filter(col("state").eq(lit("success")))
-        .join(
-            written,
-            [col(model::journal::TRY_ROW)],
-            [col(model::journal::TRY_ROW)],
-            JoinArgs::new(JoinType::Anti),
-        )
-        .join(
-            committed,
-            interval.clone(),
-            interval,
-            JoinArgs::new(JoinType::Anti),
-        )
-        .join(
-            at_provider,
-            [col(model::KEY_CODE)],
-            [col(model::KEY_CODE)],
-            JoinArgs::new(JoinType::Left),
-        )
-        .sort(TRY.to_vec(), Default::default())
         .collect()
         .engine("M002")?;
+    let mut committed = vec![false; prepared.intervals.count()];
+    for interval in prepared.intervals.of_rows(&done)?.into_iter().flatten() {
+        committed[interval as usize] = true;
+    }
     // A try whose expected key the journal committed in a run outside the audit (a manual
     // re-trigger of the interval) found it committed too.
-    let keys = crate::cells::code_column(&silent, model::KEY_CODE)?;
-    let unprotected = keys
+    let states = one_chunk(text_column(tries, "state")?);
+    let keys = one_chunk(prepared.try_key_codes()?);
+    let silent: Vec<IdxSize> = (0..tries.height())
+        .filter(|&row| {
+            states.get(row) == Some("success")
+                && !written[row]
+                && !prepared
+                    .interval_of_try(row)
+                    .is_some_and(|interval| committed[interval as usize])
+                && !keys.get(row).is_some_and(|key| prepared.key_committed(key))
+        })
+        .map(|row| row as IdxSize)
+        .collect();
+    let silent = tries
+        .take(&IdxCa::from_vec("row".into(), silent))
+        .engine("M002")?
+        .sort(TRY.to_vec(), Default::default())
+        .engine("M002")?;
+    // The provider's object under each silent try's expected key (the least id, if several).
+    let by_key = prepared.objects_by_key()?;
+    let ids = one_chunk(text_column(&prepared.objects, "external_id")?);
+    let objects: Vec<Option<String>> = code_column(&silent, model::KEY_CODE)?
         .iter()
-        .map(|key| !key.is_some_and(|key| prepared.key_committed(key)));
-    let silent = super::rows::gather_sorted(&silent, unprotected, &[], "M002")?;
+        .map(|key| {
+            let rows = by_key.all(key?);
+            rows.iter()
+                .filter_map(|&row| ids.get(row as usize))
+                .min()
+                .map(str::to_string)
+        })
+        .collect();
     let tries = TryRows::read(&silent)?;
-    let objects = texts(&silent, "provider_object")?;
     (0..silent.height())
         .map(|row| {
             let expected = tries.expected_key[row].clone();
