@@ -2,10 +2,10 @@ use polars::prelude::*;
 
 use std::collections::BTreeSet;
 
-use crate::cells::{groups, texts};
+use crate::cells::{groups, one_chunk, text_column, texts};
 use crate::config::Replay;
 use crate::error::{EngineContext, Result};
-use crate::prepare::{Prepared, model};
+use crate::prepare::Prepared;
 use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -32,35 +32,39 @@ declare_rule! {
 impl_rule!(KeyPayloadMismatch, check, repair);
 
 fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
-    // The keys seen with more than one payload, found on the key and hash columns alone
-    // before any row is described.
-    let payloads = |frame: LazyFrame| {
-        frame
-            .select([col(model::KEY_CODE), col("payload_hash")])
-            .filter(
-                col(model::KEY_CODE)
-                    .is_not_null()
-                    .and(col("payload_hash").is_not_null()),
-            )
+    // The keys seen with more than one payload (journal and provider together), found in one
+    // pass over the key codes and hashes before any row is described.
+    let tables = [
+        (&prepared.journal, prepared.journal_key_codes()?),
+        (&prepared.objects, prepared.object_key_codes()?),
+    ];
+    let mut first_payload: Vec<Option<&str>> = prepared.codes.per_key(None);
+    let mut mismatched = prepared.codes.per_key(false);
+    let hashes = tables
+        .iter()
+        .map(|(frame, _)| Ok(one_chunk(text_column(frame, "payload_hash")?)))
+        .collect::<Result<Vec<StringChunked>>>()?;
+    for ((_, keys), hashes) in tables.iter().zip(&hashes) {
+        for (key, hash) in keys.iter().zip(hashes.iter()) {
+            let (Some(key), Some(hash)) = (key, hash) else {
+                continue;
+            };
+            match first_payload[key as usize] {
+                None => first_payload[key as usize] = Some(hash),
+                Some(first) if first != hash => mismatched[key as usize] = true,
+                Some(_) => {}
+            }
+        }
+    }
+    let of_mismatched = |frame: &DataFrame, keys: &UInt32Chunked| -> Result<LazyFrame> {
+        let rows: BooleanChunked = keys
+            .iter()
+            .map(|key| Some(key.is_some_and(|key| mismatched[key as usize])))
+            .collect();
+        Ok(frame.filter(&rows).engine("K002")?.lazy())
     };
-    let mismatched_keys = concat(
-        [payloads(prepared.journal()), payloads(prepared.objects())],
-        UnionArgs::default(),
-    )
-    .engine("K002")?
-    .group_by([col(model::KEY_CODE)])
-    .agg([col("payload_hash").n_unique().alias("payloads")])
-    .filter(col("payloads").gt(lit(1u32)))
-    .select([col(model::KEY_CODE)]);
-    let of_mismatched = |frame: LazyFrame| {
-        frame.join(
-            mismatched_keys.clone(),
-            [col(model::KEY_CODE)],
-            [col(model::KEY_CODE)],
-            JoinArgs::new(JoinType::Semi),
-        )
-    };
-    let from_journal = of_mismatched(prepared.journal()).select([
+    let [(journal, journal_keys), (objects, object_keys)] = &tables;
+    let from_journal = of_mismatched(journal, journal_keys)?.select([
         col("op_key").alias("key"),
         col("payload_hash"),
         concat_str(
@@ -78,7 +82,7 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
         col("operation"),
         col("interval"),
     ]);
-    let from_provider = of_mismatched(prepared.objects()).select([
+    let from_provider = of_mismatched(objects, object_keys)?.select([
         col("key"),
         col("payload_hash"),
         concat_str([lit("provider "), col("external_id")], "", false).alias("seen_by"),
