@@ -239,6 +239,24 @@ impl Prepared {
         )
     }
 
+    /// The rows of `live_in_intervals` whose interval a try has, each with that interval.
+    pub fn live_in_interval_rows(&self) -> Result<Vec<(usize, u32)>> {
+        let live = self.live_objects()?;
+        let operation = one_chunk(crate::cells::text_column(&self.objects, "operation")?);
+        let start = one_chunk(crate::cells::int_column(&self.objects, "iv_start")?);
+        Ok(self
+            .object_intervals()?
+            .iter()
+            .enumerate()
+            .filter_map(|(row, interval)| {
+                let attributed = live.get(row) == Some(true)
+                    && operation.get(row).is_some()
+                    && start.get(row).is_some();
+                attributed.then_some((row, (*interval)?))
+            })
+            .collect())
+    }
+
     /// `journal` holds the rows of the audited runs; `all_journal` every row the source gave,
     /// so an object journalled by a run outside the audit is recognised and left out rather
     /// than reported as unjournaled.

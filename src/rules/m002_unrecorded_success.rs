@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::{code_column, one_chunk, text_column};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{Prepared, TRY, model};
+use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -49,6 +49,7 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
             lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false),
             false,
         ))
+        .select(PIPELINE_INTERVAL.map(col))
         .collect()
         .engine("M002")?;
     let mut committed = vec![false; prepared.intervals.count()];

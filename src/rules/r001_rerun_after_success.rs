@@ -60,24 +60,11 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The live objects of intervals that succeeded, and whether each interval has one created
     // after its success and one created before (or at) it.
     let objects = &prepared.objects;
-    let (live, operation, iv_start, created) = (
-        prepared.live_objects()?,
-        one_chunk(text_column(objects, "operation")?),
-        int(objects, "iv_start")?,
-        int(objects, "created_at")?,
-    );
-    let object_intervals = prepared.object_intervals()?;
-    let candidates: Vec<(usize, u32)> = object_intervals
-        .iter()
-        .enumerate()
-        .filter_map(|(row, interval)| {
-            let interval = (*interval)?;
-            let kept = live.get(row) == Some(true)
-                && operation.get(row).is_some()
-                && iv_start.get(row).is_some()
-                && succeeded[interval as usize].is_some();
-            kept.then_some((row, interval))
-        })
+    let created = int(objects, "created_at")?;
+    let candidates: Vec<(usize, u32)> = prepared
+        .live_in_interval_rows()?
+        .into_iter()
+        .filter(|&(_, interval)| succeeded[interval as usize].is_some())
         .collect();
     let (mut after, mut before) = (vec![false; intervals], vec![false; intervals]);
     for &(row, interval) in &candidates {
