@@ -13,27 +13,28 @@ fn dag_file() -> String {
 
 #[test]
 fn the_nightly_dag_imports_in_real_airflow() {
-    check_in_airflow(
-        "the DAG in a real Airflow",
-        &format!(
-            "from airflow.models.dagbag import DagBag\n\
-         bag = DagBag('examples/airflow')\n\
-         assert not bag.import_errors, bag.import_errors\n\
-         dag = bag.dags['onceonly_nightly_audit']\n\
-         assert [t.task_id for t in dag.tasks] == ['audit'], dag.tasks\n\
-         {}\n\
-         print('ok')",
-            AUDITS_THE_DAY_BEFORE
-        ),
+    check_example_dag(
+        "onceonly_nightly_audit",
+        "assert [t.task_id for t in dag.tasks] == ['audit'], dag.tasks",
     );
 }
 
-/// Python asserting that the timetable of `dag` (a DagBag's) gives a scheduled run, and a run
-/// triggered by hand, the whole day before it as data interval: what the DAGs' scripts audit.
-pub const AUDITS_THE_DAY_BEFORE: &str = "\
+/// Checks in a real Airflow that `examples/airflow` parses with no import error, that `dag_id`
+/// passes the Python `checks` (with `dag` bound to it), and that its runs audit whole days:
+/// the timetable gives a scheduled run, and a run triggered by hand, the whole day before it
+/// as data interval, which the DAGs' scripts audit.
+pub fn check_example_dag(dag_id: &str, checks: &str) {
+    check_in_airflow(
+        &format!("{dag_id} in a real Airflow"),
+        &format!(
+            "from airflow.models.dagbag import DagBag
 from airflow.serialization.encoders import coerce_to_core_timetable
 from airflow.timetables.base import DataInterval, TimeRestriction
 import pendulum
+bag = DagBag('examples/airflow')
+assert not bag.import_errors, bag.import_errors
+dag = bag.dags['{dag_id}']
+{checks}
 timetable = coerce_to_core_timetable(dag.timetable)
 day = lambda d, hour=0: pendulum.datetime(2026, 3, d, hour)
 scheduled = timetable.next_dagrun_info(
@@ -42,11 +43,15 @@ scheduled = timetable.next_dagrun_info(
 assert scheduled.run_after == day(3), scheduled
 assert scheduled.data_interval == DataInterval(day(2), day(3)), scheduled
 manual = timetable.infer_manual_data_interval(run_after=day(3, 6))
-assert manual == DataInterval(day(2), day(3)), manual";
+assert manual == DataInterval(day(2), day(3)), manual
+print('ok')"
+        ),
+    );
+}
 
 /// Runs the Python `check` in a real Airflow (an empty `AIRFLOW_HOME`, no example DAGs) from
 /// the repository's root and asserts it succeeds; recorded as skipped without Airflow's venv.
-pub fn check_in_airflow(what: &str, check: &str) {
+fn check_in_airflow(what: &str, check: &str) {
     let Some(python) = skip::airflow_python(what) else {
         return;
     };

@@ -395,20 +395,11 @@ fn partitioned_dag() -> String {
 /// triggered at 06:00 the day before as their data interval, which the scripts audit.
 #[test]
 fn the_partitioned_dag_imports_in_real_airflow() {
-    crate::examples::check_in_airflow(
-        "the partitioned DAG in a real Airflow",
-        &format!(
-            "from airflow.models.dagbag import DagBag\n\
-             bag = DagBag('examples/airflow')\n\
-             assert not bag.import_errors, bag.import_errors\n\
-             dag = bag.dags['onceonly_partitioned_audit']\n\
-             tasks = sorted(t.task_id for t in dag.tasks)\n\
-             assert tasks == ['audit_part', 'merge', 'parts', 'split'], tasks\n\
-             assert [t.task_id for t in dag.task_dict['merge'].upstream_list] == ['audit_part']\n\
-             {}\n\
-             print('ok')",
-            crate::examples::AUDITS_THE_DAY_BEFORE
-        ),
+    crate::examples::check_example_dag(
+        "onceonly_partitioned_audit",
+        "tasks = sorted(t.task_id for t in dag.tasks)
+assert tasks == ['audit_part', 'merge', 'parts', 'split'], tasks
+assert [t.task_id for t in dag.task_dict['merge'].upstream_list] == ['audit_part']",
     );
 }
 
