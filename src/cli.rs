@@ -87,8 +87,9 @@ pub struct SynthArgs {
     /// M002, K002, C001, reconciled, retry, voided, check-then-create (e.g. --rates L001=0.01,D001=0.02).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<String>,
-    /// Write only the snapshot, the configs and truth.json, not airflow.db, journal.db and
-    /// provider_state.json (for audits `--from-snapshot` of large scenarios).
+    /// Write only the snapshot, onceonly.toml and truth.json, not airflow.db, journal.db,
+    /// provider_state.json and onceonly-listing.toml (for audits `--from-snapshot` of large
+    /// scenarios).
     #[arg(long)]
     pub snapshot_only: bool,
 }

@@ -358,7 +358,8 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
     expected.sort();
     assert_eq!(codes(&report["findings"]), expected);
 
-    // --snapshot-only writes the same snapshot, configs and truth, and no databases.
+    // --snapshot-only writes the same snapshot, config and truth, and nothing the snapshot
+    // does not need: no databases, no provider state, no listing config pointing at it.
     let lean = dir.path().join("lean");
     let lean = lean.to_str().unwrap();
     synth_into(lean, &["--snapshot-only"]);
@@ -373,7 +374,12 @@ fn a_seed_gives_the_same_scenario_and_the_cli_writes_it() {
             "{file}"
         );
     }
-    for file in ["airflow.db", "journal.db", "provider_state.json"] {
+    for file in [
+        "airflow.db",
+        "journal.db",
+        "provider_state.json",
+        "onceonly-listing.toml",
+    ] {
         assert!(std::path::Path::new(&format!("{out}/{file}")).exists());
         assert!(
             !std::path::Path::new(&format!("{lean}/{file}")).exists(),

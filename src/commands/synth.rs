@@ -15,6 +15,8 @@
 //! | `onceonly-listing.toml` | the same, the provider listed over HTTP at `__PROVIDER_URL__` |
 //! | `truth.json` | the findings the audit must report: code, DAG, interval, key, object ids |
 //!
+//! With `snapshot_only` only the snapshot, `onceonly.toml` and `truth.json` are written.
+//!
 //! Intervals are hourly; interval `n` belongs to DAG `n % dags`, so every DAG runs on the same
 //! schedule. The key is `synth:{dag_id}:{interval_start:%Y-%m-%dT%H}`. Each DAG has an
 //! `[[operation]]` of its own (`synth_NNN`), or, with [`Layout::GlobOperation`], one operation
@@ -179,8 +181,9 @@ pub struct SynthOptions {
     pub seed: u64,
     pub rates: Rates,
     pub layout: Layout,
-    /// Write the snapshot, configs and truth only: not the Airflow and journal databases nor
-    /// the provider's state file (what audits `--from-snapshot` do not read).
+    /// Write the snapshot, `onceonly.toml` and the truth only: not the Airflow and journal
+    /// databases, the provider's state file nor the listing config that serves it (what audits
+    /// `--from-snapshot` do not read).
     pub snapshot_only: bool,
 }
 
@@ -743,16 +746,17 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
         &dir.join("onceonly.toml"),
         config(dags, options.layout, None).as_bytes(),
     )?;
-    crate::output::file(
-        &dir.join("onceonly-listing.toml"),
-        config(dags, options.layout, Some("__PROVIDER_URL__")).as_bytes(),
-    )?;
     let mut truth = serde_json::to_string_pretty(&scenario.truth).expect("truth serializes");
     truth.push('\n');
     crate::output::file(&dir.join("truth.json"), truth.as_bytes())?;
     if options.snapshot_only {
         return Ok(());
     }
+    // The listing config serves the state file through `mock-provider`: written with it.
+    crate::output::file(
+        &dir.join("onceonly-listing.toml"),
+        config(dags, options.layout, Some("__PROVIDER_URL__")).as_bytes(),
+    )?;
     write_state(
         &dir.join("provider_state.json"),
         &crate::cells::text_column(&scenario.tables.provider, "raw")?,
