@@ -92,6 +92,10 @@ pub struct SynthArgs {
     /// scenarios).
     #[arg(long)]
     pub snapshot_only: bool,
+    /// Write the snapshot's rows in a random order (seeded by --seed), not in the order they
+    /// were generated (by DAG, interval and try); the databases keep the generated order.
+    #[arg(long)]
+    pub shuffle_rows: bool,
 }
 
 #[derive(Debug, clap::Args)]

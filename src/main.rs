@@ -85,6 +85,7 @@ fn run(cli: Cli) -> Result<u8> {
                     onceonly::commands::synth::Layout::OperationPerDag
                 },
                 snapshot_only: args.snapshot_only,
+                shuffle_rows: args.shuffle_rows,
             };
             let written = onceonly::commands::synth::run(&options, &args.out)?;
             output::stdout(&format!(

@@ -185,6 +185,11 @@ pub struct SynthOptions {
     /// databases, the provider's state file nor the listing config that serves it (what audits
     /// `--from-snapshot` do not read).
     pub snapshot_only: bool,
+    /// Write the snapshot's tables with their rows in a random order (seeded by `seed`)
+    /// instead of the order they were generated in (by DAG, interval and try, as a scheduler
+    /// writes them): the order a database without a useful physical order, or a listing sorted
+    /// by something else, gives. The databases and the state file keep the generated order.
+    pub shuffle_rows: bool,
 }
 
 /// How the configs bind the scenario's DAGs to operations.
@@ -740,7 +745,13 @@ pub fn run(options: &SynthOptions, dir: &Path) -> Result<Written> {
 pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<()> {
     let shown = dir.display().to_string();
     std::fs::create_dir_all(dir).map_err(|err| Error::io(&shown, err))?;
-    crate::sources::saved::save(dir, &scenario.tables, Default::default())?;
+    if options.shuffle_rows {
+        let shuffled = shuffle_rows(&scenario.tables, options.seed)?;
+        crate::sources::saved::save(dir, &shuffled, Default::default())?;
+    } else {
+        crate::sources::saved::save(dir, &scenario.tables, Default::default())?;
+    }
+    let tables = &scenario.tables;
     let dags = options.dags.max(1);
     crate::output::file(
         &dir.join("onceonly.toml"),
@@ -759,16 +770,40 @@ pub fn write(scenario: &Scenario, options: &SynthOptions, dir: &Path) -> Result<
     )?;
     write_state(
         &dir.join("provider_state.json"),
-        &crate::cells::text_column(&scenario.tables.provider, "raw")?,
+        &crate::cells::text_column(&tables.provider, "raw")?,
     )?;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|err| Error::io("the async runtime", err))?
         .block_on(async {
-            write_airflow_db(&dir.join("airflow.db"), &scenario.tables.attempts).await?;
-            write_journal_db(&dir.join("journal.db"), &scenario.tables.journal).await
+            write_airflow_db(&dir.join("airflow.db"), &tables.attempts).await?;
+            write_journal_db(&dir.join("journal.db"), &tables.journal).await
         })
+}
+
+/// The tables with each one's rows in a random order of its own (a Fisher-Yates shuffle
+/// seeded by `seed`).
+fn shuffle_rows(tables: &Tables, seed: u64) -> Result<Tables> {
+    let mut rng = Rng(seed ^ 0x5eed_0f0d_d30d_3e00);
+    let mut shuffle = |frame: &DataFrame| -> Result<DataFrame> {
+        let mut order: Vec<IdxSize> = (0..frame.height() as IdxSize).collect();
+        for last in (1..order.len()).rev() {
+            order.swap(last, rng.below(last as u64 + 1) as usize);
+        }
+        frame
+            .take(&IdxCa::from_vec("order".into(), order))
+            .engine("shuffling rows")
+    };
+    Ok(Tables {
+        attempts: shuffle(&tables.attempts)?,
+        journal: shuffle(&tables.journal)?,
+        provider: shuffle(&tables.provider)?,
+        warnings: tables.warnings.clone(),
+        origins: tables.origins.clone(),
+        listed_window: tables.listed_window.clone(),
+        snapshot_hash: None,
+    })
 }
 
 /// The state file `mock-provider` serves: each listed object's JSON (the provider's `raw`).
