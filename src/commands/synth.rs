@@ -801,7 +801,7 @@ fn shuffle_rows(tables: &Tables, seed: u64) -> Result<Tables> {
         provider: shuffle(&tables.provider)?,
         warnings: tables.warnings.clone(),
         origins: tables.origins.clone(),
-        listed_window: tables.listed_window.clone(),
+        listed_window: tables.listed_window,
         snapshot_hash: None,
     })
 }

@@ -210,3 +210,39 @@ fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option
     }
     Ok(ended)
 }
+
+/// The pipeline interval (`PIPELINE_INTERVAL`) of each of `rows` (rows of `frame`), coded
+/// densely from 0 in the order first seen, NULL parts and all (equal parts, equal codes, as
+/// polars groups them); and how many intervals there are. Unlike [`Intervals`], any
+/// interval gets a code, whether a try has it or not.
+pub fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize)> {
+    let int = |name: &str| -> Result<IntArray> {
+        Ok(crate::cells::one_array(&crate::cells::int_column(
+            frame, name,
+        )?))
+    };
+    let parts = IntervalParts {
+        pipeline: one_chunk(crate::cells::code_column(frame, "pipeline")?),
+        map_index: int("map_index")?,
+        iv_start: int("iv_start")?,
+        iv_end: int("iv_end")?,
+    };
+    let mut dictionary = Dictionary::with_capacity(rows.len());
+    let mut first_rows: Vec<IdxSize> = Vec::new();
+    let mut previous: Option<u32> = None;
+    let codes = rows
+        .iter()
+        .map(|&row| {
+            let key = parts.key(row as usize);
+            let encoded = dictionary.encode(key, previous, |n| {
+                parts.key(first_rows[n as usize] as usize)
+            });
+            if let Encoded::New(_) = encoded {
+                first_rows.push(row);
+            }
+            previous = Some(encoded.code());
+            encoded.code()
+        })
+        .collect();
+    Ok((codes, first_rows.len()))
+}

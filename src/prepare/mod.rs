@@ -28,7 +28,7 @@ pub mod model;
 mod objects;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
-pub use intervals::Intervals;
+pub use intervals::{Intervals, code_rows as code_interval_rows};
 pub use objects::Grouped;
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
@@ -239,21 +239,28 @@ impl Prepared {
         )
     }
 
-    /// The rows of `live_in_intervals` whose interval a try has, each with that interval.
-    pub fn live_in_interval_rows(&self) -> Result<Vec<(usize, u32)>> {
+    /// The rows of `live_in_intervals`, in row order.
+    pub fn live_in_interval_row_numbers(&self) -> Result<Vec<IdxSize>> {
         let live = self.live_objects()?;
         let operation = one_chunk(crate::cells::text_column(&self.objects, "operation")?);
         let start = one_chunk(crate::cells::int_column(&self.objects, "iv_start")?);
-        Ok(self
-            .object_intervals()?
-            .iter()
-            .enumerate()
-            .filter_map(|(row, interval)| {
-                let attributed = live.get(row) == Some(true)
+        Ok((0..self.objects.height())
+            .filter(|&row| {
+                live.get(row) == Some(true)
                     && operation.get(row).is_some()
-                    && start.get(row).is_some();
-                attributed.then_some((row, (*interval)?))
+                    && start.get(row).is_some()
             })
+            .map(|row| row as IdxSize)
+            .collect())
+    }
+
+    /// The rows of `live_in_intervals` whose interval a try has, each with that interval.
+    pub fn live_in_interval_rows(&self) -> Result<Vec<(usize, u32)>> {
+        let intervals = self.object_intervals()?;
+        Ok(self
+            .live_in_interval_row_numbers()?
+            .into_iter()
+            .filter_map(|row| Some((row as usize, intervals[row as usize]?)))
             .collect())
     }
 

@@ -1,6 +1,12 @@
 //! The shape most rules' detection takes: pick the rows of a prepared table where a test over
 //! their group holds (a window: "more than one key in the interval"), bring each group's rows
 //! together in a fixed order, and write one finding per group.
+//!
+//! The test is a polars window ([`RowGroups::of`] with [`over`]), or, for "more than one
+//! distinct value in the group", a pass over coded columns ([`ManyValues`], then
+//! [`RowGroups::of_rows`] with the rows it picked): the window sorts or hashes every row of the
+//! table with all its columns, the pass reads two codes a row and only the picked rows are
+//! sorted.
 
 use polars::prelude::*;
 
@@ -50,6 +56,39 @@ impl RowGroups {
         )
     }
 
+    /// `rows` of `frame` (in ascending order, as a filter keeps them), sorted by `order`, in
+    /// groups of equal `group`: [`RowGroups::of`] for rows picked by a pass over codes.
+    pub fn of_rows(
+        frame: &DataFrame,
+        rows: Vec<IdxSize>,
+        order: Vec<&str>,
+        group: &[&str],
+        rule: &str,
+    ) -> Result<RowGroups> {
+        let frame = frame
+            .take(&IdxCa::from_vec("rows".into(), rows))
+            .and_then(|picked| picked.sort(order, Default::default()))
+            .engine(rule)?;
+        RowGroups::sorted(frame, group)
+    }
+
+    /// [`RowGroups::of_rows`] grouped by pipeline interval, each interval's rows sorted by
+    /// `then`.
+    pub fn of_interval_rows(
+        frame: &DataFrame,
+        rows: Vec<IdxSize>,
+        then: &[&'static str],
+        rule: &str,
+    ) -> Result<RowGroups> {
+        RowGroups::of_rows(
+            frame,
+            rows,
+            in_pipeline_interval_order(then),
+            &PIPELINE_INTERVAL,
+            rule,
+        )
+    }
+
     /// A frame already sorted so that each group's rows are together.
     pub fn sorted(frame: DataFrame, group: &[&str]) -> Result<RowGroups> {
         let groups = groups(&frame, group)?;
@@ -77,4 +116,86 @@ pub fn over(expr: Expr, columns: &[&str]) -> Result<Expr> {
 /// `expr` worked out over the rows of each pipeline interval.
 pub fn over_interval(expr: Expr) -> Result<Expr> {
     over(expr, &PIPELINE_INTERVAL)
+}
+
+/// Per group code: whether its rows hold more than one distinct value code. The coded form of
+/// `over(col(value).n_unique(), group).gt(1)`: a NULL value ([`crate::dictionary::NULL`]) is
+/// a value of its own, as `n_unique` counts it.
+pub struct ManyValues {
+    first: Vec<Option<u32>>,
+    many: Vec<bool>,
+}
+
+impl ManyValues {
+    /// For `groups` groups, coded from 0.
+    pub fn new(groups: usize) -> ManyValues {
+        ManyValues {
+            first: vec![None; groups],
+            many: vec![false; groups],
+        }
+    }
+
+    /// A row of `group` holds `value`.
+    pub fn see(&mut self, group: u32, value: u32) {
+        let group = group as usize;
+        match self.first[group] {
+            None => self.first[group] = Some(value),
+            Some(first) if first != value => self.many[group] = true,
+            Some(_) => {}
+        }
+    }
+
+    /// Whether the rows of `group` held more than one value.
+    pub fn holds(&self, group: u32) -> bool {
+        self.many[group as usize]
+    }
+}
+
+/// The cells of a text column at `rows`, coded from 0 (equal strings, equal codes; NULL cells
+/// [`crate::dictionary::NULL`]).
+pub fn text_codes(frame: &DataFrame, column: &str, rows: &[IdxSize]) -> Result<Vec<u32>> {
+    let cells = crate::cells::one_chunk(crate::cells::text_column(frame, column)?);
+    let cells = crate::cells::one_array(&cells);
+    let mut dictionary = crate::dictionary::Dictionary::default();
+    let mut first_rows: Vec<usize> = Vec::new();
+    let mut previous = None;
+    Ok(rows
+        .iter()
+        .map(|&row| {
+            let Some(text) = cells.get(row as usize) else {
+                return crate::dictionary::NULL;
+            };
+            let encoded = dictionary.encode(text, previous, |code| {
+                cells.value(first_rows[code as usize])
+            });
+            if let crate::dictionary::Encoded::New(_) = encoded {
+                first_rows.push(row as usize);
+            }
+            previous = Some(encoded.code());
+            encoded.code()
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_holds_many_values_when_two_of_its_rows_differ_null_counting_as_a_value() {
+        let null = crate::dictionary::NULL;
+        let mut values = ManyValues::new(4);
+        for (group, value) in [(0, 5), (0, 5), (1, 5), (1, 6), (2, 7), (2, null), (3, null)] {
+            values.see(group, value);
+        }
+        let held: Vec<bool> = (0..4).map(|group| values.holds(group)).collect();
+        assert_eq!(held, [false, true, true, false]);
+    }
+
+    #[test]
+    fn equal_texts_get_equal_codes_and_null_cells_none() {
+        let frame = df!("dag_id" => [Some("a"), Some("b"), None, Some("a"), Some("c")]).unwrap();
+        let codes = text_codes(&frame, "dag_id", &[4, 0, 1, 2, 3]).unwrap();
+        assert_eq!(codes, [0, 1, 2, crate::dictionary::NULL, 1]);
+    }
 }

@@ -1,11 +1,13 @@
 use polars::prelude::*;
 
+use crate::cells::one_chunk;
+use crate::dictionary::NULL;
 use crate::error::Result;
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, code_interval_rows};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::groups::{RowGroups, over_interval};
+use super::groups::{ManyValues, RowGroups};
 use super::rows::JournalRows;
 
 declare_rule! {
@@ -30,13 +32,27 @@ declare_rule! {
 impl_rule!(UnstableKey, check, repair, ChangedPart);
 
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let unstable = RowGroups::per_interval(
-        prepared.journal().filter(
-            col("phase")
-                .eq(lit("intent"))
-                .and(col("iv_start").is_not_null()),
-        ),
-        over_interval(col("op_key").n_unique())?.gt(lit(1u32)),
+    // The intents with an interval, and the intervals whose intents used more than one key.
+    let journal = &prepared.journal;
+    let phases = crate::cells::text_column(journal, "phase")?;
+    let starts = crate::cells::int_column(journal, "iv_start")?;
+    let intents: Vec<IdxSize> = (phases.iter().zip(starts.iter()).enumerate())
+        .filter(|(_, (phase, start))| *phase == Some("intent") && start.is_some())
+        .map(|(row, _)| row as IdxSize)
+        .collect();
+    let (intervals, count) = code_interval_rows(journal, &intents)?;
+    let keys = one_chunk(prepared.journal_key_codes()?);
+    let mut keys_used = ManyValues::new(count);
+    for (&row, &interval) in intents.iter().zip(&intervals) {
+        keys_used.see(interval, keys.get(row as usize).unwrap_or(NULL));
+    }
+    let unstable_rows = (intents.iter().zip(&intervals))
+        .filter(|(_, interval)| keys_used.holds(**interval))
+        .map(|(row, _)| *row)
+        .collect();
+    let unstable = RowGroups::of_interval_rows(
+        journal,
+        unstable_rows,
         &["recorded_at", "try_number"],
         "K001",
     )?;

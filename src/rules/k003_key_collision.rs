@@ -1,11 +1,13 @@
 use polars::prelude::*;
 
+use crate::cells::one_chunk;
+use crate::dictionary::NULL;
 use crate::error::Result;
-use crate::prepare::{Prepared, model};
+use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::groups::{RowGroups, over};
+use super::groups::{ManyValues, RowGroups, text_codes};
 use super::rows::JournalRows;
 
 declare_rule! {
@@ -30,12 +32,36 @@ declare_rule! {
 impl_rule!(KeyCollision, check, repair);
 
 fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let per_key = |expr: Expr| over(expr, &[model::KEY_CODE]);
-    let collided = RowGroups::of(
-        prepared.journal().filter(col("phase").eq(lit("intent"))),
-        per_key(col("dag_id").n_unique())?
-            .gt(lit(1u32))
-            .or(per_key(col("interval").drop_nulls().n_unique())?.gt(lit(1u32))),
+    // The intents, and the keys (NULL among them) whose intents came from more than one DAG
+    // or named more than one interval.
+    let journal = &prepared.journal;
+    let phases = crate::cells::text_column(journal, "phase")?;
+    let intents: Vec<IdxSize> = (phases.iter().enumerate())
+        .filter(|(_, phase)| *phase == Some("intent"))
+        .map(|(row, _)| row as IdxSize)
+        .collect();
+    let keys = one_chunk(prepared.journal_key_codes()?);
+    let null_key = prepared.codes.keys as u32;
+    let key_of = |row: IdxSize| keys.get(row as usize).unwrap_or(null_key);
+    let (dags, intervals) = (
+        text_codes(journal, "dag_id", &intents)?,
+        text_codes(journal, "interval", &intents)?,
+    );
+    let mut dags_of_key = ManyValues::new(prepared.codes.keys + 1);
+    let mut intervals_of_key = ManyValues::new(prepared.codes.keys + 1);
+    for ((&row, &dag), &interval) in intents.iter().zip(&dags).zip(&intervals) {
+        dags_of_key.see(key_of(row), dag);
+        if interval != NULL {
+            intervals_of_key.see(key_of(row), interval);
+        }
+    }
+    let collided_rows = intents
+        .into_iter()
+        .filter(|&row| dags_of_key.holds(key_of(row)) || intervals_of_key.holds(key_of(row)))
+        .collect();
+    let collided = RowGroups::of_rows(
+        journal,
+        collided_rows,
         vec!["op_key", "recorded_at", "run_id", "try_number"],
         &["op_key"],
         "K003",
