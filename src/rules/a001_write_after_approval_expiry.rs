@@ -1,6 +1,6 @@
 use polars::prelude::*;
 
-use crate::cells::{groups, ints, texts};
+use crate::cells::{groups, ints, one_chunk, texts};
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
@@ -29,8 +29,33 @@ declare_rule! {
 impl_rule!(WriteAfterApprovalExpiry, check, repair);
 
 fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Finding>> {
-    let approvals = prepared
-        .journal()
+    // Only the journal rows and objects of keys with an approval can be late; they are picked
+    // by key code before any text is put together for them.
+    let journal_keys = one_chunk(prepared.journal_key_codes()?);
+    let expiries = crate::cells::int_column(&prepared.journal, "approval_expires_at")?;
+    let mut approved = vec![false; prepared.codes.keys];
+    for (key, expires) in journal_keys.iter().zip(expiries.iter()) {
+        if let (Some(key), Some(_)) = (key, expires) {
+            approved[key as usize] = true;
+        }
+    }
+    let of_approved_keys = |keys: &UInt32Chunked| -> BooleanChunked {
+        keys.iter()
+            .map(|key| Some(key.is_some_and(|key| approved[key as usize])))
+            .collect()
+    };
+    let journal = prepared
+        .journal
+        .filter(&of_approved_keys(&journal_keys))
+        .engine("A001")?
+        .lazy();
+    let objects = prepared
+        .objects
+        .filter(&of_approved_keys(&prepared.object_key_codes()?))
+        .engine("A001")?
+        .lazy();
+    let approvals = journal
+        .clone()
         .filter(col("approval_expires_at").is_not_null())
         .group_by([col("op_key")])
         .agg([
@@ -44,8 +69,7 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
             col("operation").first(),
             col("interval").first(),
         ]);
-    let late_writes = prepared
-        .journal()
+    let late_writes = journal
         .filter(col("phase").is_in(
             lit(Series::new("p".into(), ["intent", "committed"])).implode(false),
             false,
@@ -67,7 +91,7 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
             col("recorded_at").alias("at"),
             lit(NULL).cast(DataType::String).alias("external_id"),
         ]);
-    let late_objects = prepared.objects().filter(col("key").is_not_null()).select([
+    let late_objects = objects.filter(col("key").is_not_null()).select([
         col("key").alias("op_key"),
         concat_str([lit("provider object "), col("external_id")], "", false).alias("what"),
         col("created_at").alias("at"),

@@ -1,7 +1,8 @@
 use polars::prelude::*;
 
 use crate::error::Result;
-use crate::prepare::Prepared;
+use crate::error::EngineContext;
+use crate::prepare::{Prepared, code_interval_rows};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
@@ -32,12 +33,27 @@ declare_rule! {
 impl_rule!(TtlReplay, check, crate::rules::repair::void_duplicates);
 
 fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
+    // The live objects of intervals with more than one, where the provider forgets keys.
+    let objects = &prepared.objects;
+    let attributed = prepared.live_in_interval_row_numbers()?;
+    let (intervals, count) = code_interval_rows(objects, &attributed)?;
+    let mut objects_of_interval = vec![0u32; count];
+    for &interval in &intervals {
+        objects_of_interval[interval as usize] += 1;
+    }
+    let ttls = crate::cells::int_column(objects, "key_ttl")?;
+    let several = (attributed.iter().zip(&intervals))
+        .filter(|&(&row, &interval)| {
+            objects_of_interval[interval as usize] > 1 && ttls.get(row as usize).is_some()
+        })
+        .map(|(row, _)| *row)
+        .collect();
+    let several = objects
+        .take(&IdxCa::from_vec("rows".into(), several))
+        .engine("T001")?;
     let spread = (col("created_at").max() - col("created_at").min()).cast(DataType::Int64);
     let replayed = RowGroups::per_interval(
-        prepared
-            .live_in_intervals()
-            .filter(over_interval(col("external_id").len())?.gt(lit(1u32)))
-            .filter(col("key_ttl").is_not_null()),
+        several.lazy(),
         over_interval(spread)?.gt(col("key_ttl")),
         &["created_at", "external_id"],
         "T001",
