@@ -10,25 +10,28 @@ use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
 
-/// Prints `onceonly timing: PHASE SECONDS peak-rss KB cpu SECONDS` when `ONCEONLY_TIMINGS` is
-/// set. `cpu` is the processor time of the whole process so far, all threads: the difference
-/// between two lines over their wall time says how many cores the work between them used.
+/// Prints `onceonly timing: PHASE SECONDS peak-rss KB cpu SECONDS rss KB` when
+/// `ONCEONLY_TIMINGS` is set. `cpu` is the processor time of the whole process so far, all
+/// threads: the difference between two lines over their wall time says how many cores the work
+/// between them used. `peak-rss` is the most memory the process has held so far, `rss` what it
+/// holds now.
 pub fn phase(name: &str, since: Instant) {
     if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
         return;
     }
-    let peak = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:").map(|kb| kb.trim().to_string()))
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name).map(|kb| kb.trim().to_string()))
+            .unwrap_or_else(|| "unknown".into())
+    };
     let cpu = process_cpu().map_or_else(|| "unknown".into(), |cpu| format!("{cpu:.2}s"));
     eprintln!(
-        "onceonly timing: {name} {:.3}s peak-rss {peak} cpu {cpu}",
-        since.elapsed().as_secs_f64()
+        "onceonly timing: {name} {:.3}s peak-rss {} cpu {cpu} rss {}",
+        since.elapsed().as_secs_f64(),
+        field("VmHWM:"),
+        field("VmRSS:"),
     );
 }
 

@@ -160,6 +160,8 @@ fn plan(
     let fingerprint = fingerprint
         .join()
         .expect("the fingerprint thread does not panic")?;
+    // What the rules and the verdicts worked with goes back before the plan allocates.
+    crate::memory::release_free();
     plan_of(findings, &prepared.objects, &prepared.journal, fingerprint).map(Some)
 }
 

@@ -311,6 +311,8 @@ pub fn run_all(prepared: &Prepared, rules: &[&dyn Rule]) -> Result<Vec<Finding>>
     for rule in rules {
         let started = std::time::Instant::now();
         findings.extend(rule.check(prepared)?);
+        // What the rule worked with goes back before the next one allocates its own.
+        crate::memory::release_free();
         crate::timing::phase(&format!("rules:{}", rule.code()), started);
     }
     sort_findings(&mut findings);

@@ -322,12 +322,15 @@ fn intents(
 
 /// The rows of `frame` whose `column` is one of `values`.
 fn only(frame: &DataFrame, column: &str, values: BTreeSet<&str>) -> Result<DataFrame> {
-    let values = Series::new("values".into(), values.into_iter().collect::<Vec<_>>());
+    // A pass over the column picks the rows, and only those rows' cells are copied.
+    let values: std::collections::HashSet<&str> = values.into_iter().collect();
+    let rows: Vec<IdxSize> = (crate::cells::text_column(frame, column)?.iter())
+        .enumerate()
+        .filter(|(_, cell)| cell.is_some_and(|cell| values.contains(cell)))
+        .map(|(row, _)| row as IdxSize)
+        .collect();
     frame
-        .clone()
-        .lazy()
-        .filter(col(column).is_in(lit(values).implode(false), false))
-        .collect()
+        .take(&IdxCa::from_vec("rows".into(), rows))
         .engine("selecting the findings' rows")
 }
 
