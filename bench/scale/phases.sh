@@ -34,7 +34,7 @@ for round in $(seq "$ROUNDS"); do
         # phase seconds, then the process's wall, user, system seconds and peak RSS (MiB)
         sed -n 's/^onceonly timing: \([^ ]*\) \([0-9.]*\)s.*/\1 \2/p' "$out.err" \
             | awk -v i="$index" -v r="$round" '{ print i, r, $1, $2 }' >>"$WORK/phases"
-        awk -v i="$index" -v r="$round" '{ print i, r, "(wall)", $2; print i, r, "(user)", $3;
+        awk -v i="$index" -v r="$round" '/^time / { print i, r, "(wall)", $2; print i, r, "(user)", $3;
             print i, r, "(system)", $4; print i, r, "(peak-MiB)", $5 / 1024 }' "$out.time" >>"$WORK/phases"
         if [ "$index" -gt 1 ]; then
             cmp -s "$WORK/1.json" "$out.json" || { echo "$bin: the report differs from $1's" >&2; exit 1; }
