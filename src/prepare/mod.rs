@@ -14,9 +14,9 @@ use std::ops::Range;
 
 use polars::prelude::*;
 
-use crate::cells::{IntArray, TextArray, one_array, one_chunk};
+use crate::cells::one_chunk;
 use crate::config::{Config, Operation};
-use crate::dictionary::{Dictionary, Encoded, NULL};
+use crate::dictionary::{Dictionary, Encoded, NULL, TextDictionary};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
 use crate::parallel::Started;
@@ -377,23 +377,25 @@ impl Prepared {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
 
-        let (dags, run_ids) = (
-            crate::cells::text_column(&tries, "dag_id")?,
-            crate::cells::text_column(&tries, "run_id")?,
-        );
-        // The runs are coded and the tries indexed, each on a thread of its own, while the
-        // journal's operations are named.
-        let (runs, index, journal) = std::thread::scope(|threads| {
-            let runs = Started::start(threads, "coding runs", || Runs::of(&dags, &run_ids));
-            let index = Started::start(threads, "coding tries", || TryIndex::new(&tries));
+        // The tries' texts are coded, then their runs and the tries themselves, on a thread
+        // of its own while the journal's operations are named.
+        let try_keys = TryKeys::of(&tries)?;
+        let ((texts, runs, index), journal) = std::thread::scope(|threads| {
+            let coded = Started::start(threads, "coding tries", || {
+                let (texts, coded) = TryTexts::of(&try_keys);
+                let runs = Runs::of(&coded);
+                let index = TryIndex::new(&coded);
+                (texts, runs, index)
+            });
             let journal = name_journal_operations(config, journal, pipelines);
-            (runs.finish(), index.finish(), journal)
+            (coded.finish(), journal)
         });
-        let (index, journal) = (index?, journal?);
+        let journal = journal?;
         crate::timing::phase("prepare:journal:operations", step);
         let step = std::time::Instant::now();
-        let (run_row, try_row) = journal_tries(&journal, &index, &runs)?;
-        drop(index);
+        let journal_keys = texts.find(&TryKeys::of(&journal)?);
+        let (run_row, try_row) = journal_tries(&journal_keys, &index, &runs)?;
+        drop((index, journal_keys, texts));
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
         let run_codes = column_of_codes(model::tries::RUN_CODE, runs.of_try);
@@ -595,149 +597,176 @@ fn name_journal_operations(
         .engine("preparing the journal")
 }
 
-/// The runs of the tries, coded densely from 0 in the order first seen: each try's run
-/// code (`NULL` where its dag_id or run_id is NULL) and each run's first try, whose cells
-/// are the run's value.
-struct Runs {
-    dictionary: Dictionary,
-    cells: RunCells,
-    of_try: Vec<u32>,
+/// The texts of the `TRY` columns (`dag_id`, `run_id`, `task_id`) coded, each column by a
+/// dictionary of its own over the tries' cells, so runs and tries are then found by integers.
+/// A DAG, a run id or a task id repeats across many tries (a run id such as
+/// `scheduled__2024-01-01T00:00:00+00:00` across the DAGs of a schedule), so these
+/// dictionaries are small and stay in the cache in any row order; the integer keys are
+/// compared with one read of a packed array, not of three strings in three frames.
+struct TryTexts<'a> {
+    dag: TextDictionary<'a>,
+    run: TextDictionary<'a>,
+    task: TextDictionary<'a>,
 }
 
-/// The tries' `dag_id` and `run_id`, and the first try of each run.
-struct RunCells {
-    dags: TextArray,
-    runs: TextArray,
-    first_rows: Vec<IdxSize>,
+/// A frame's `TRY` columns with their texts coded ([`NULL`] for a NULL cell, or a text no
+/// try has).
+struct CodedTryColumns {
+    dag: Vec<u32>,
+    run: Vec<u32>,
+    task: Vec<u32>,
+    map: Int64Chunked,
+    number: Int64Chunked,
 }
 
-impl RunCells {
-    fn value(&self, run: u32) -> (&str, &str) {
-        let row = self.first_rows[run as usize] as usize;
-        (self.dags.value(row), self.runs.value(row))
+/// One row's `TRY` values with the texts coded, as far as none of them is NULL.
+type CodedTry = (u32, u32, u32, i64, i64);
+
+impl CodedTryColumns {
+    fn row(&self, row: usize) -> Option<CodedTry> {
+        let (dag, run, task) = (self.dag[row], self.run[row], self.task[row]);
+        if dag == NULL || run == NULL || task == NULL {
+            return None;
+        }
+        Some((dag, run, task, self.map.get(row)?, self.number.get(row)?))
     }
 }
 
-impl Runs {
-    fn of(dags: &StringChunked, runs: &StringChunked) -> Runs {
-        let mut dictionary = Dictionary::with_capacity(dags.len());
-        let mut cells = RunCells {
-            dags: one_array(dags),
-            runs: one_array(runs),
-            first_rows: Vec::new(),
+impl<'a> TryTexts<'a> {
+    /// The tries' texts coded, giving new texts new codes.
+    fn of(tries: &'a TryKeys) -> (TryTexts<'a>, CodedTryColumns) {
+        let mut texts = TryTexts {
+            dag: TextDictionary::default(),
+            run: TextDictionary::default(),
+            task: TextDictionary::default(),
         };
-        let mut of_try = Vec::with_capacity(dags.len());
+        let coded = CodedTryColumns {
+            dag: texts.dag.encode(&tries.dag),
+            run: texts.run.encode(&tries.run),
+            task: texts.task.encode(&tries.task),
+            map: one_chunk(tries.map.clone()),
+            number: one_chunk(tries.number.clone()),
+        };
+        (texts, coded)
+    }
+
+    /// Another frame's `TRY` columns coded with the tries' codes, on both cores.
+    fn find(&self, keys: &TryKeys) -> CodedTryColumns {
+        let find = |dictionary: &TextDictionary<'_>, column: &StringChunked| {
+            crate::parallel::concat_rows(column.len(), |part| {
+                dictionary.find(&column.slice(part.start as i64, part.len()))
+            })
+        };
+        CodedTryColumns {
+            dag: find(&self.dag, &keys.dag),
+            run: find(&self.run, &keys.run),
+            task: find(&self.task, &keys.task),
+            map: one_chunk(keys.map.clone()),
+            number: one_chunk(keys.number.clone()),
+        }
+    }
+}
+
+/// The runs of the tries (`dag_id`, `run_id`, coded), coded densely from 0 in the order first
+/// seen: each try's run code (`NULL` where its dag_id or run_id is NULL) and each run's first
+/// try.
+struct Runs {
+    dictionary: Dictionary,
+    /// Each run's (dag, run id) codes.
+    values: Vec<(u32, u32)>,
+    first_rows: Vec<IdxSize>,
+    of_try: Vec<u32>,
+}
+
+impl Runs {
+    fn of(tries: &CodedTryColumns) -> Runs {
+        let mut runs = Runs {
+            dictionary: Dictionary::with_capacity(tries.dag.len()),
+            values: Vec::new(),
+            first_rows: Vec::new(),
+            of_try: Vec::with_capacity(tries.dag.len()),
+        };
         let mut previous: Option<u32> = None;
-        for (row, pair) in dags.iter().zip(runs.iter()).enumerate() {
-            let (Some(dag), Some(run)) = pair else {
-                of_try.push(NULL);
+        for (row, (&dag, &run)) in tries.dag.iter().zip(&tries.run).enumerate() {
+            if dag == NULL || run == NULL {
+                runs.of_try.push(NULL);
                 continue;
-            };
-            let code = match dictionary.encode((dag, run), previous, |n| cells.value(n)) {
+            }
+            let values = &runs.values;
+            let code = match runs
+                .dictionary
+                .encode((dag, run), previous, |n| values[n as usize])
+            {
                 Encoded::Known(code) => code,
                 Encoded::New(code) => {
-                    cells.first_rows.push(row as IdxSize);
+                    runs.values.push((dag, run));
+                    runs.first_rows.push(row as IdxSize);
                     code
                 }
             };
             previous = Some(code);
-            of_try.push(code);
+            runs.of_try.push(code);
         }
-        Runs {
-            dictionary,
-            cells,
-            of_try,
-        }
+        runs
     }
 
-    /// The code of a run, None if no try has it.
-    fn get(&self, dag: &str, run: &str) -> Option<u32> {
+    /// The code of a run (its dag and run id codes), None if no try has it.
+    fn get(&self, dag: u32, run: u32) -> Option<u32> {
+        if dag == NULL || run == NULL {
+            return None;
+        }
         self.dictionary
-            .find((dag, run), None, |n| self.cells.value(n))
+            .find((dag, run), None, |n| self.values[n as usize])
     }
 
     /// A run's first try.
     fn first_row(&self, run: u32) -> IdxSize {
-        self.cells.first_rows[run as usize]
+        self.first_rows[run as usize]
     }
 
     fn count(&self) -> usize {
-        self.cells.first_rows.len()
+        self.first_rows.len()
     }
 }
 
-/// The audited tries coded by their `TRY` columns, for journal rows to find their own: a
-/// journal row costs one hash of its strings and one probe, or none when its try is the one
-/// the row before named, or the try after it.
+/// The audited tries coded by their `TRY` values (texts coded, [`TryTexts`]), for journal rows
+/// to find their own: a journal row costs one hash of five integers and one probe, or none
+/// when its try is the one the row before named, or the try after it.
 struct TryIndex {
     dictionary: Dictionary,
-    cells: TryCells,
-    /// The first try with each code's values (tries with the same values are one code).
+    /// The values of each code, and the first try with them (tries with the same values are
+    /// one code).
+    values: Vec<CodedTry>,
     first_rows: Vec<IdxSize>,
-}
-
-/// The `TRY` columns of the tries, each one array.
-struct TryCells {
-    dag: TextArray,
-    run: TextArray,
-    task: TextArray,
-    map: IntArray,
-    number: IntArray,
-}
-
-/// One try's `TRY` values, as a journal row gives them.
-type TryKey<'a> = (&'a str, &'a str, &'a str, i64, i64);
-
-impl TryCells {
-    /// The values of a try in the index (none of them NULL).
-    fn key(&self, row: IdxSize) -> TryKey<'_> {
-        let row = row as usize;
-        (
-            self.dag.value(row),
-            self.run.value(row),
-            self.task.value(row),
-            self.map.value(row),
-            self.number.value(row),
-        )
-    }
 }
 
 impl TryIndex {
     /// Tries with a NULL among their `TRY` values are left out: no journal row can name them.
     /// Of tries with the same values, the first is the one found.
-    fn new(tries: &DataFrame) -> Result<TryIndex> {
-        let keys = TryKeys::of(tries)?;
-        let cells = TryCells {
-            dag: one_array(&keys.dag),
-            run: one_array(&keys.run),
-            task: one_array(&keys.task),
-            map: one_array(&keys.map),
-            number: one_array(&keys.number),
+    fn new(tries: &CodedTryColumns) -> TryIndex {
+        let mut index = TryIndex {
+            dictionary: Dictionary::with_capacity(tries.dag.len()),
+            values: Vec::with_capacity(tries.dag.len()),
+            first_rows: Vec::with_capacity(tries.dag.len()),
         };
-        let mut dictionary = Dictionary::with_capacity(tries.height());
-        let mut first_rows: Vec<IdxSize> = Vec::with_capacity(tries.height());
-        for (row, key) in keys.rows().enumerate() {
-            let (Some(dag), Some(run), Some(task), Some(map), Some(number)) = key else {
-                continue;
-            };
-            let key = (dag, run, task, map, number);
-            let value_of = |code: u32| cells.key(first_rows[code as usize]);
-            if let Encoded::New(_) = dictionary.encode(key, None, value_of) {
-                first_rows.push(row as IdxSize);
+        for row in 0..tries.dag.len() {
+            let Some(key) = tries.row(row) else { continue };
+            let values = &index.values;
+            if let Encoded::New(_) = index
+                .dictionary
+                .encode(key, None, |code| values[code as usize])
+            {
+                index.values.push(key);
+                index.first_rows.push(row as IdxSize);
             }
         }
-        Ok(TryIndex {
-            dictionary,
-            cells,
-            first_rows,
-        })
+        index
     }
 
     /// The code of the try `key` names; `guess`: the code the journal row before found.
-    fn code(&self, guess: Option<u32>, key: TryKey<'_>) -> Option<u32> {
-        self.dictionary.find(key, guess, |code| {
-            self.cells.key(self.first_rows[code as usize])
-        })
+    fn code(&self, guess: Option<u32>, key: CodedTry) -> Option<u32> {
+        self.dictionary
+            .find(key, guess, |code| self.values[code as usize])
     }
 
     /// The row of a try's code.
@@ -749,42 +778,51 @@ impl TryIndex {
 /// For each journal row, a row of `tries` in its run (`dag_id`, `run_id`) and the row of its
 /// own try (`TRY`), NULL where the audit has none: the joins that give journal rows their
 /// interval and their try, as lookups on both cores instead of joins on string columns.
-fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(IdxCa, IdxCa)> {
-    let rows = TryKeys::of(journal)?;
+fn journal_tries(
+    journal: &CodedTryColumns,
+    index: &TryIndex,
+    runs: &Runs,
+) -> Result<(IdxCa, IdxCa)> {
     // (run row, try row) of each journal row. A row of its own try is a row of its run; rows
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
+    type Before = (
+        (u32, u32, u32, Option<i64>, Option<i64>),
+        RunAndTry,
+        Option<u32>,
+    );
     let lookup = |part: Range<usize>| -> Vec<RunAndTry> {
-        let mut previous: Option<(PartialKey<'_>, RunAndTry, Option<u32>)> = None;
-        rows.slice(part.start as i64, part.len())
-            .rows()
-            .map(|key| match previous {
-                Some((before, found, _)) if before == key => found,
+        let mut previous: Option<Before> = None;
+        part.map(|row| {
+            let values = (
+                journal.dag[row],
+                journal.run[row],
+                journal.task[row],
+                journal.map.get(row),
+                journal.number.get(row),
+            );
+            match previous {
+                Some((before, found, _)) if before == values => found,
                 _ => {
-                    let own = match key {
-                        (Some(dag), Some(run), Some(task), Some(map), Some(number)) => {
-                            let guess = previous.and_then(|(.., code)| code);
-                            index.code(guess, (dag, run, task, map, number))
-                        }
-                        _ => None,
-                    };
+                    let own = journal.row(row).and_then(|key| {
+                        let guess = previous.and_then(|(.., code)| code);
+                        index.code(guess, key)
+                    });
                     let own_row = own.map(|code| index.row(code));
-                    let run = || match (key.0, key.1) {
-                        (Some(dag), Some(run)) => runs.get(dag, run),
-                        _ => None,
-                    };
+                    let run = || runs.get(values.0, values.1);
                     let found = (
                         own_row.or_else(|| run().map(|run| runs.first_row(run))),
                         own_row,
                     );
-                    previous = Some((key, found, own));
+                    previous = Some((values, found, own));
                     found
                 }
-            })
-            .collect()
+            }
+        })
+        .collect()
     };
-    let found = crate::parallel::concat_rows(journal.height(), lookup);
+    let found = crate::parallel::concat_rows(journal.dag.len(), lookup);
     Ok((
         IdxCa::from_iter_options("run_row".into(), found.iter().map(|(run, _)| *run)),
         IdxCa::from_iter_options("try_row".into(), found.iter().map(|(_, own)| *own)),
@@ -793,14 +831,6 @@ fn journal_tries(journal: &DataFrame, index: &TryIndex, runs: &Runs) -> Result<(
 
 /// A journal row's (run row, try row).
 type RunAndTry = (Option<IdxSize>, Option<IdxSize>);
-
-type PartialKey<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<i64>,
-    Option<i64>,
-);
 
 /// The `TRY` columns of a frame: `(dag_id, run_id, task_id, map_index, try_number)` per row.
 struct TryKeys {
@@ -822,25 +852,6 @@ impl TryKeys {
             map: int("map_index")?,
             number: int("try_number")?,
         })
-    }
-
-    fn slice(&self, offset: i64, length: usize) -> TryKeys {
-        TryKeys {
-            dag: self.dag.slice(offset, length),
-            run: self.run.slice(offset, length),
-            task: self.task.slice(offset, length),
-            map: self.map.slice(offset, length),
-            number: self.number.slice(offset, length),
-        }
-    }
-
-    fn rows(&self) -> impl Iterator<Item = PartialKey<'_>> {
-        self.dag
-            .iter()
-            .zip(self.run.iter())
-            .zip(self.task.iter())
-            .zip(self.map.iter().zip(self.number.iter()))
-            .map(|(((dag, run), task), (map, number))| (dag, run, task, map, number))
     }
 }
 
