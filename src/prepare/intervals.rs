@@ -25,7 +25,7 @@ pub struct Intervals {
 }
 
 struct IntervalParts {
-    pipeline: UInt32Chunked,
+    pipeline: <UInt32Type as PolarsDataType>::Array,
     map_index: IntArray,
     iv_start: IntArray,
     iv_end: IntArray,
@@ -71,7 +71,7 @@ impl Intervals {
             )?))
         };
         let parts = IntervalParts {
-            pipeline: one_chunk(crate::cells::code_column(tries, "pipeline")?),
+            pipeline: crate::cells::one_array(&crate::cells::code_column(tries, "pipeline")?),
             map_index: int("map_index")?,
             iv_start: int("iv_start")?,
             iv_end: int("iv_end")?,
@@ -222,7 +222,7 @@ pub fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize
         )?))
     };
     let parts = IntervalParts {
-        pipeline: one_chunk(crate::cells::code_column(frame, "pipeline")?),
+        pipeline: crate::cells::one_array(&crate::cells::code_column(frame, "pipeline")?),
         map_index: int("map_index")?,
         iv_start: int("iv_start")?,
         iv_end: int("iv_end")?,

@@ -14,7 +14,7 @@ use std::ops::Range;
 
 use polars::prelude::*;
 
-use crate::cells::one_chunk;
+use crate::cells::{IntArray, one_array, one_chunk};
 use crate::config::{Config, Operation};
 use crate::dictionary::{Dictionary, Encoded, NULL, TextDictionary};
 use crate::error::{EngineContext, Result};
@@ -615,8 +615,8 @@ struct CodedTryColumns {
     dag: Vec<u32>,
     run: Vec<u32>,
     task: Vec<u32>,
-    map: Int64Chunked,
-    number: Int64Chunked,
+    map: IntArray,
+    number: IntArray,
 }
 
 /// One row's `TRY` values with the texts coded, as far as none of them is NULL.
@@ -644,8 +644,8 @@ impl<'a> TryTexts<'a> {
             dag: texts.dag.encode(&tries.dag),
             run: texts.run.encode(&tries.run),
             task: texts.task.encode(&tries.task),
-            map: one_chunk(tries.map.clone()),
-            number: one_chunk(tries.number.clone()),
+            map: one_array(&tries.map),
+            number: one_array(&tries.number),
         };
         (texts, coded)
     }
@@ -661,8 +661,8 @@ impl<'a> TryTexts<'a> {
             dag: find(&self.dag, &keys.dag),
             run: find(&self.run, &keys.run),
             task: find(&self.task, &keys.task),
-            map: one_chunk(keys.map.clone()),
-            number: one_chunk(keys.number.clone()),
+            map: one_array(&keys.map),
+            number: one_array(&keys.number),
         }
     }
 }
