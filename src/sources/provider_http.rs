@@ -48,6 +48,7 @@ use tokio::time::Instant;
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{PROVIDER, Table};
+use crate::sources::page_json::Json;
 use crate::sources::retry::{Failure, Retrier, RetryPolicy, describe};
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
 use crate::timestamp;
@@ -76,6 +77,15 @@ impl JsonPath {
         self.0.iter().try_fold(value, |value, part| match value {
             Value::Object(map) => map.get(part),
             Value::Array(items) => items.get(part.parse::<usize>().ok()?),
+            _ => None,
+        })
+    }
+
+    /// [`get`](Self::get) on a page read in place.
+    pub fn find<'j, 'a>(&self, json: &'j Json<'a>) -> Option<&'j Json<'a>> {
+        self.0.iter().try_fold(json, |json, part| match json {
+            Json::Object(_) => json.member(part),
+            Json::Array(_) => json.item(part.parse::<usize>().ok()?),
             _ => None,
         })
     }
@@ -514,15 +524,19 @@ struct Objects {
 impl Object {
     /// Reads `item`, writing its JSON text (compact, keys in order, as `Value` writes it) at the
     /// end of `raw`.
-    fn read(decoder: &Decoder, item: &Value, raw: &mut Vec<u8>) -> Object {
+    fn read(decoder: &Decoder, item: &Json<'_>, raw: &mut Vec<u8>) -> Object {
         let start = raw.len();
-        serde_json::to_writer(&mut *raw, item).expect("a JSON value writes to memory");
+        item.write(raw);
         Object {
             raw: start..raw.len(),
             fields: decoder
                 .fields
                 .iter()
-                .map(|path| path.as_ref().and_then(|path| path.get(item)).cloned())
+                .map(|path| {
+                    path.as_ref()
+                        .and_then(|path| path.find(item))
+                        .map(Json::to_value)
+                })
                 .collect(),
         }
     }
@@ -554,21 +568,23 @@ impl Decoder {
     /// A page's body parsed, and its objects read when the body has the array of them (a body
     /// without one is reported where the listing reads the page's objects).
     fn decode(&self, body: &[u8]) -> Result<(Value, Option<Objects>), Failure> {
-        let value = serde_json::from_slice::<Value>(body).map_err(|err| {
-            Failure::Fatal(format!(
-                "the answer is not JSON ({err}; {} bytes: {})",
-                body.len(),
-                snippet(body)
-            ))
-        })?;
-        let objects = match self.items.get(&value) {
-            Some(Value::Array(items)) => Some(self.objects(items)),
-            _ => None,
-        };
-        Ok((value, objects))
+        let json = Json::parse(body).map_err(|err| Failure::Fatal(not_json(&err, body)))?;
+        Ok(self.read(&json))
     }
 
-    fn objects(&self, items: &[Value]) -> Objects {
+    /// The body as a `Value` with its array of objects left empty, and the objects read from
+    /// that array; the whole body and no objects when it has no such array.
+    fn read(&self, body: &Json<'_>) -> (Value, Option<Objects>) {
+        match self.items.find(body) {
+            Some(Json::Array(items)) => (
+                body.to_value_without(&self.items.0),
+                Some(self.objects(items)),
+            ),
+            _ => (body.to_value(), None),
+        }
+    }
+
+    fn objects(&self, items: &[Json<'_>]) -> Objects {
         let mut raw = Vec::with_capacity(items.len() * 256);
         let items = items
             .iter()
@@ -576,13 +592,23 @@ impl Decoder {
             .collect();
         Objects {
             items,
-            raw: String::from_utf8(raw).expect("serde_json writes UTF-8"),
+            raw: String::from_utf8(raw).expect("JSON text is UTF-8"),
         }
     }
 }
 
+/// Why a page's body is not JSON, with its size and its beginning.
+fn not_json(err: &serde_json::Error, body: &[u8]) -> String {
+    format!(
+        "the answer is not JSON ({err}; {} bytes: {})",
+        body.len(),
+        snippet(body)
+    )
+}
+
 /// A page's parsed answer.
 struct Answer {
+    /// The body, its array of objects left empty when it has one (they are in `objects`).
     body: Value,
     /// The page's objects, read from `body` as it was parsed.
     objects: Option<Objects>,
@@ -718,12 +744,16 @@ impl Fetcher<'_> {
                 _ => {
                     // `has_more` is required of a Stripe listing: `hints` has checked it.
                     let id_path = api.path("external_id");
-                    let last = page_items(api, body, label)?.last().ok_or_else(|| {
+                    let objects = answer
+                        .objects
+                        .as_ref()
+                        .ok_or_else(|| no_items(api, body, label))?;
+                    let last = objects.items.last().ok_or_else(|| {
                         api.incomplete(format!(
                             "{label}: `has_more` is true on a page with no objects: there is no last object to go on from"
                         ))
                     })?;
-                    match id_path.get(last).map(token) {
+                    match last.field("external_id").map(token) {
                         Some(Ok(Some(id))) => Step::Next {
                             url: with_param(url, param, &id),
                             token: id,
@@ -956,7 +986,11 @@ impl Fetcher<'_> {
 
     /// The page's objects, counted against `max_objects`.
     fn items(&self, answer: &mut Answer, label: &str) -> Result<Objects> {
-        let count = page_items(self.api, &answer.body, label)?.len();
+        let objects = answer
+            .objects
+            .take()
+            .ok_or_else(|| no_items(self.api, &answer.body, label))?;
+        let count = objects.items.len();
         let seen = self.objects.fetch_add(count, Ordering::Relaxed) + count;
         if seen > self.api.max_objects {
             return Err(self.api.incomplete(format!(
@@ -965,10 +999,7 @@ impl Fetcher<'_> {
             )));
         }
         self.progress.page(count);
-        Ok(answer
-            .objects
-            .take()
-            .expect("a body with the array of objects has them read"))
+        Ok(objects)
     }
 
     /// One page, retried as politeness allows; its body parsed as JSON.
@@ -1149,16 +1180,15 @@ async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<
     }
 }
 
-/// The array of objects in one page's body.
-fn page_items<'b>(api: &ProviderApi, body: &'b Value, label: &str) -> Result<&'b [Value]> {
+/// What is wrong with a page's body that has no array of objects where `items` says.
+fn no_items(api: &ProviderApi, body: &Value, label: &str) -> Error {
     let path = &api.items;
     match path.get(body) {
-        Some(Value::Array(items)) => Ok(items),
-        Some(other) => Err(api.incomplete(format!(
+        Some(other) => api.incomplete(format!(
             "{label}: `{path}` is {}, not the array of objects",
             json_type(other)
-        ))),
-        None => Err(api.incomplete(format!("{label}: the answer has no `{path}`"))),
+        )),
+        None => api.incomplete(format!("{label}: the answer has no `{path}`")),
     }
 }
 
@@ -1167,14 +1197,10 @@ fn page_items<'b>(api: &ProviderApi, body: &'b Value, label: &str) -> Result<&'b
 /// the fuzzer (fuzz/fuzz_targets/provider_page.rs) can drive it directly.
 pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<DataFrame> {
     let label = "page 1".to_string();
-    let body: Value = serde_json::from_slice(body).map_err(|err| {
-        api.incomplete(format!(
-            "{label}: the answer is not JSON ({err}; {} bytes: {})",
-            body.len(),
-            snippet(body)
-        ))
-    })?;
-    let Objects { items, raw } = Decoder::new(api).objects(page_items(api, &body, &label)?);
+    let json = Json::parse(body)
+        .map_err(|err| api.incomplete(format!("{label}: {}", not_json(&err, body))))?;
+    let (body, objects) = Decoder::new(api).read(&json);
+    let Objects { items, raw } = objects.ok_or_else(|| no_items(api, &body, &label))?;
     let pages = [Page { label, items, raw }];
     frame(api, pages.into(), window, &mut ListingCoverage::default())
 }
