@@ -500,50 +500,38 @@ fn auth_headers(api: &ProviderApi) -> Result<HeaderMap> {
 struct Page {
     /// `GET <url>, page N of <slice>`, for errors.
     label: String,
-    items: Vec<Object>,
-    /// The JSON text of every object of the page, one after another ([`Object::raw`]).
-    raw: String,
+    objects: Objects,
 }
 
-/// One listed object as kept until the listing ends: where the object's JSON text is in its
-/// page's `raw`, and the value at each mapped field's path (in `PROVIDER` order; `raw`'s is
-/// unused). The parsed JSON of a whole page is dropped as soon as the page is read, so a
-/// listing holds its pages' text and the mapped values, not a tree of values per object.
-struct Object {
-    raw: std::ops::Range<usize>,
-    fields: Vec<Option<Value>>,
-}
-
-/// A page's objects, and their JSON text in one buffer (one allocation a page, not one an
-/// object).
+/// A page's objects, read and checked as the page is decoded (on the blocking pool, while
+/// other pages are fetched), so that the listing only puts them together once it ends.
 struct Objects {
-    items: Vec<Object>,
-    raw: String,
+    /// Each object's external id as the listing compares them, or why it has none.
+    ids: Vec<Result<String>>,
+    /// The objects as provider rows, `PROVIDER`'s columns (`raw`: the object's JSON text,
+    /// compact, keys in order, as `Value` writes it). A cell that failed its check is null
+    /// here, and its object's first such failure is in `refused`.
+    rows: DataFrame,
+    /// Each object's created-at time, where it has a valid one.
+    created: Vec<Option<i64>>,
+    /// The objects with a cell that failed its check, by their index on the page, in order,
+    /// with the first failure of each.
+    refused: Vec<(usize, Error)>,
 }
 
-impl Object {
-    /// Reads `item`, writing its JSON text (compact, keys in order, as `Value` writes it) at the
-    /// end of `raw`.
-    fn read(decoder: &Decoder, item: &Json<'_>, raw: &mut Vec<u8>) -> Object {
-        let start = raw.len();
-        item.write(raw);
-        Object {
-            raw: start..raw.len(),
-            fields: decoder
-                .fields
-                .iter()
-                .map(|path| {
-                    path.as_ref()
-                        .and_then(|path| path.find(item))
-                        .map(Json::to_value)
-                })
-                .collect(),
-        }
+impl Objects {
+    fn len(&self) -> usize {
+        self.ids.len()
     }
 
-    fn field(&self, name: &str) -> Option<&Value> {
-        let index = PROVIDER.iter().position(|spec| spec.name == name)?;
-        self.fields[index].as_ref()
+    /// The first failed check of the object at `index`, if one failed (taken out: the
+    /// listing stops on it).
+    fn refusal(&mut self, index: usize) -> Option<Error> {
+        let found = self
+            .refused
+            .binary_search_by_key(&index, |(at, _)| *at)
+            .ok()?;
+        Some(self.refused.remove(found).1)
     }
 }
 
@@ -552,6 +540,7 @@ impl Object {
 struct Decoder {
     items: JsonPath,
     fields: Vec<Option<JsonPath>>,
+    id: JsonPath,
 }
 
 impl Decoder {
@@ -562,38 +551,133 @@ impl Decoder {
                 .iter()
                 .map(|spec| (spec.name != "raw").then(|| api.path(spec.name)))
                 .collect(),
+            id: api.path("external_id"),
         }
     }
 
     /// A page's body parsed, and its objects read when the body has the array of them (a body
     /// without one is reported where the listing reads the page's objects).
-    fn decode(&self, body: &[u8]) -> Result<(Value, Option<Objects>), Failure> {
+    fn decode(&self, body: &[u8], label: &str) -> Result<(Value, Option<Objects>), Failure> {
         let json = Json::parse(body).map_err(|err| Failure::Fatal(not_json(&err, body)))?;
-        Ok(self.read(&json))
+        self.read(&json, label)
+            .map_err(|err| Failure::Fatal(format!("reading the objects failed: {err}")))
     }
 
     /// The body as a `Value` with its array of objects left empty, and the objects read from
     /// that array; the whole body and no objects when it has no such array.
-    fn read(&self, body: &Json<'_>) -> (Value, Option<Objects>) {
-        match self.items.find(body) {
+    fn read(&self, body: &Json<'_>, label: &str) -> Result<(Value, Option<Objects>)> {
+        Ok(match self.items.find(body) {
             Some(Json::Array(items)) => (
                 body.to_value_without(&self.items.0),
-                Some(self.objects(items)),
+                Some(self.objects(items, label)?),
             ),
             _ => (body.to_value(), None),
-        }
+        })
     }
 
-    fn objects(&self, items: &[Json<'_>]) -> Objects {
-        let mut raw = Vec::with_capacity(items.len() * 256);
-        let items = items
-            .iter()
-            .map(|item| Object::read(self, item, &mut raw))
-            .collect();
-        Objects {
-            items,
-            raw: String::from_utf8(raw).expect("JSON text is UTF-8"),
+    /// The objects of a page (`label`): their ids, and every mapped field checked into its
+    /// column as the listing's rows hold them.
+    fn objects(&self, items: &[Json<'_>], label: &str) -> Result<Objects> {
+        let mapping = Mapping::default();
+        let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
+        let mut ids = Vec::with_capacity(items.len());
+        let mut created = Vec::with_capacity(items.len());
+        let mut refused = Vec::new();
+        let mut raw = Vec::with_capacity(1024);
+        for (index, item) in items.iter().enumerate() {
+            let at = |path: &JsonPath| {
+                Location::source(label)
+                    .row(index + 1)
+                    .column(path.to_string())
+            };
+            let value = |path: &JsonPath| path.find(item).map(Json::to_value);
+            ids.push(object_id(value(&self.id).as_ref(), &self.id, || {
+                at(&self.id)
+            }));
+            let mut first_refusal = None;
+            let fields = PROVIDER.iter().zip(&self.fields).zip(columns.iter_mut());
+            for ((spec, path), column) in fields {
+                let Some(path) = path else {
+                    // `raw`: the object's text.
+                    raw.clear();
+                    item.write(&mut raw);
+                    if let Values::Text(texts) = column {
+                        texts.append_value(std::str::from_utf8(&raw).expect("JSON text is UTF-8"));
+                    }
+                    continue;
+                };
+                let field = value(path);
+                if spec.name == "created_at" {
+                    created.push(field.as_ref().and_then(created_micros));
+                }
+                let number;
+                let cell = match &field {
+                    None if !spec.nullable => {
+                        first_refusal.get_or_insert_with(|| {
+                            Error::input(
+                                at(path),
+                                format!("the object has no `{path}` ({})", spec.name),
+                            )
+                        });
+                        push_null(column);
+                        continue;
+                    }
+                    None => Cell::Null,
+                    // Numeric ids and keys are common; they are text in the canonical table.
+                    Some(Value::Number(value)) if spec.kind == crate::model::Kind::Text => {
+                        number = value.to_string();
+                        Cell::Text(&number)
+                    }
+                    Some(value) => Cell::Json(value),
+                };
+                if let Err(err) = push(column, spec, cell, &mapping, || at(path)) {
+                    first_refusal.get_or_insert(err);
+                    push_null(column);
+                }
+            }
+            if let Some(err) = first_refusal {
+                refused.push((index, err));
+            }
         }
+        let columns = PROVIDER
+            .iter()
+            .zip(columns)
+            .map(|(spec, values)| values.into_column(spec.name))
+            .collect();
+        Ok(Objects {
+            ids,
+            rows: DataFrame::new_infer_height(columns).engine("assembling a provider page")?,
+            created,
+            refused,
+        })
+    }
+}
+
+/// An object's external id as the listing compares them (text, or a number written out), or
+/// why it has none; `at` names the field at `path`.
+fn object_id(id: Option<&Value>, path: &JsonPath, at: impl Fn() -> Location) -> Result<String> {
+    match id {
+        None | Some(Value::Null) => Err(Error::input(
+            at(),
+            format!("the object has no `{path}` (external_id)"),
+        )),
+        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
+        Some(Value::Number(number)) => Ok(number.to_string()),
+        Some(other) => Err(Error::input(
+            at(),
+            format!(
+                "`{path}` (external_id) is {other} ({}), not an id",
+                json_type(other)
+            ),
+        )),
+    }
+}
+
+/// A null appended to a column whose cell failed its check.
+fn push_null(column: &mut Values) {
+    match column {
+        Values::Text(values) => values.append_null(),
+        Values::Int(values) | Values::Time(values) => values.push(None),
     }
 }
 
@@ -668,10 +752,10 @@ impl Fetcher<'_> {
             let mut answer = self.fetch(&url, &label).await?;
             let hints = self.hints(&answer.body, &label)?;
             let step = self.step(&answer, &hints, &url, &label)?;
-            let Objects { items, raw } = self.items(&mut answer, &label)?;
-            let count = items.len();
+            let objects = self.items(&mut answer, &label)?;
+            let count = objects.len();
             listed += count as i64;
-            pages.push(Page { label, items, raw });
+            pages.push(Page { label, objects });
             let label = &pages.last().expect("just pushed").label;
             let (token, next_url) = match step {
                 Step::Next { token, url } => (token, url),
@@ -748,15 +832,15 @@ impl Fetcher<'_> {
                         .objects
                         .as_ref()
                         .ok_or_else(|| no_items(api, body, label))?;
-                    let last = objects.items.last().ok_or_else(|| {
+                    let last = objects.ids.last().ok_or_else(|| {
                         api.incomplete(format!(
                             "{label}: `has_more` is true on a page with no objects: there is no last object to go on from"
                         ))
                     })?;
-                    match last.field("external_id").map(token) {
-                        Some(Ok(Some(id))) => Step::Next {
-                            url: with_param(url, param, &id),
-                            token: id,
+                    match last {
+                        Ok(id) => Step::Next {
+                            url: with_param(url, param, id),
+                            token: id.clone(),
                         },
                         _ => {
                             return Err(api.incomplete(format!(
@@ -881,9 +965,9 @@ impl Fetcher<'_> {
                 let label = format!("GET {url}, page {}", slot + 1);
                 let mut answer = self.fetch(&url, &label).await?;
                 let hints = self.hints(&answer.body, &label)?;
-                let Objects { items, raw } = self.items(&mut answer, &label)?;
+                let objects = self.items(&mut answer, &label)?;
                 Ok::<_, Error>(Numbered {
-                    page: Page { label, items, raw },
+                    page: Page { label, objects },
                     answer,
                     hints,
                     url,
@@ -990,7 +1074,7 @@ impl Fetcher<'_> {
             .objects
             .take()
             .ok_or_else(|| no_items(self.api, &answer.body, label))?;
-        let count = objects.items.len();
+        let count = objects.len();
         let seen = self.objects.fetch_add(count, Ordering::Relaxed) + count;
         if seen > self.api.max_objects {
             return Err(self.api.incomplete(format!(
@@ -1013,13 +1097,13 @@ impl Fetcher<'_> {
             )));
         }
         self.retrier
-            .run(|| self.attempt(url))
+            .run(|| self.attempt(url, label))
             .await
             .map_err(|reason| api.incomplete(format!("{label}: {reason}")))
     }
 
     /// One request, paced and within the deadline.
-    async fn attempt(&self, url: &Url) -> Result<Answer, Failure> {
+    async fn attempt(&self, url: &Url, label: &str) -> Result<Answer, Failure> {
         let api = self.api;
         let deadline = self.retrier.deadline;
         let overdue = || Failure::Fatal(self.retrier.overdue());
@@ -1067,9 +1151,13 @@ impl Fetcher<'_> {
             // Parsed on a thread of the blocking pool, so that the next requests go out and
             // the answers of others are read meanwhile.
             let decoder = self.decoder.clone();
-            let (body, objects) = tokio::task::spawn_blocking(move || decoder.decode(&body))
-                .await
-                .map_err(|err| Failure::Fatal(format!("decoding the answer failed: {err}")))??;
+            let label = label.to_string();
+            let (body, objects) =
+                tokio::task::spawn_blocking(move || decoder.decode(&body, &label))
+                    .await
+                    .map_err(|err| {
+                        Failure::Fatal(format!("decoding the answer failed: {err}"))
+                    })??;
             Ok(Answer {
                 body,
                 objects,
@@ -1094,7 +1182,7 @@ struct Numbered {
 
 impl Numbered {
     fn count(&self) -> i64 {
-        self.page.items.len() as i64
+        self.page.objects.len() as i64
     }
 }
 
@@ -1199,9 +1287,9 @@ pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<Data
     let label = "page 1".to_string();
     let json = Json::parse(body)
         .map_err(|err| api.incomplete(format!("{label}: {}", not_json(&err, body))))?;
-    let (body, objects) = Decoder::new(api).read(&json);
-    let Objects { items, raw } = objects.ok_or_else(|| no_items(api, &body, &label))?;
-    let pages = [Page { label, items, raw }];
+    let (body, objects) = Decoder::new(api).read(&json, &label)?;
+    let objects = objects.ok_or_else(|| no_items(api, &body, &label))?;
+    let pages = [Page { label, objects }];
     frame(api, pages.into(), window, &mut ListingCoverage::default())
 }
 
@@ -1213,58 +1301,48 @@ fn frame(
     coverage: &mut ListingCoverage,
 ) -> Result<DataFrame> {
     let started = std::time::Instant::now();
-    let id_path = api.path("external_id");
-    // external id -> (page index, item index): the copy that is kept.
-    let mut kept: PlHashMap<std::borrow::Cow<'_, str>, usize> = PlHashMap::new();
-    // (page index, item index) of the kept copy of each id, in the order ids were first seen.
+    // external id -> its place in `order`: the copy that is kept.
+    let mut kept: PlHashMap<&str, usize> = PlHashMap::new();
+    // (page index, object index) of the kept copy of each id, in the order ids were first seen.
     let mut order: Vec<(usize, usize)> = Vec::new();
     let mut changed: BTreeMap<String, String> = BTreeMap::new();
-    for (page_index, page) in pages.iter().enumerate() {
-        for (item_index, item) in page.items.iter().enumerate() {
-            let at = || field_at(page, item_index, &id_path);
-            let id = match item.field("external_id") {
-                None | Some(Value::Null) => {
-                    return Err(input_to_incomplete(
-                        api,
-                        Error::input(at(), format!("the object has no `{id_path}` (external_id)")),
-                    ));
-                }
-                Some(Value::String(text)) if !text.is_empty() => {
-                    std::borrow::Cow::Borrowed(text.as_str())
-                }
-                Some(Value::Number(number)) => std::borrow::Cow::Owned(number.to_string()),
-                Some(other) => {
-                    return Err(input_to_incomplete(
-                        api,
-                        Error::input(
-                            at(),
-                            format!(
-                                "`{id_path}` (external_id) is {other} ({}), not an id",
-                                json_type(other)
-                            ),
-                        ),
-                    ));
-                }
+    let raws = pages
+        .iter()
+        .map(|page| crate::cells::text_column(&page.objects.rows, "raw"))
+        .collect::<Result<Vec<_>>>()?;
+    // The first object without a usable id, if one has none.
+    let mut without_id = None;
+    'pages: for (page_index, page) in pages.iter().enumerate() {
+        for (object_index, id) in page.objects.ids.iter().enumerate() {
+            let Ok(id) = id else {
+                without_id = Some((page_index, object_index));
+                break 'pages;
             };
-            match kept.get(&id) {
+            match kept.get(id.as_str()) {
                 None => {
                     kept.insert(id, order.len());
-                    order.push((page_index, item_index));
+                    order.push((page_index, object_index));
                 }
                 Some(&slot) => {
                     coverage.repeated += 1;
-                    let previous = order[slot];
-                    let earlier = &pages[previous.0];
-                    let earlier_raw = &earlier.raw[earlier.items[previous.1].raw.clone()];
-                    if *earlier_raw != page.raw[item.raw.clone()] {
-                        changed.insert(id.into_owned(), pages[previous.0].label.clone());
+                    let (earlier_page, earlier_object) = order[slot];
+                    if raws[earlier_page].get(earlier_object) != raws[page_index].get(object_index)
+                    {
+                        changed.insert(id.to_string(), pages[earlier_page].label.clone());
                     }
-                    order[slot] = (page_index, item_index);
+                    order[slot] = (page_index, object_index);
                 }
             }
         }
     }
     drop(kept);
+    if let Some((page_index, object_index)) = without_id {
+        let ids = &mut pages[page_index].objects.ids;
+        let err = ids
+            .swap_remove(object_index)
+            .expect_err("the object has no id");
+        return Err(input_to_incomplete(api, err));
+    }
     crate::timing::phase("read:provider:dedup", started);
     for (id, earlier) in &changed {
         coverage.warnings.push(format!(
@@ -1273,61 +1351,48 @@ fn frame(
         ));
     }
 
-    let mapping = Mapping::default();
-    let paths: Vec<JsonPath> = PROVIDER.iter().map(|spec| api.path(spec.name)).collect();
-    let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
-    // Where each page is used for the last time: its objects' text is let go of there.
-    let mut last_use = vec![0; pages.len()];
-    for (position, &(page_index, _)) in order.iter().enumerate() {
-        last_use[page_index] = position;
-    }
-    for (position, &(page_index, item_index)) in order.iter().enumerate() {
-        if position > 0 && last_use[order[position - 1].0] == position - 1 {
-            pages[order[position - 1].0].raw = String::new();
-        }
-        let page = &pages[page_index];
-        let item = &page.items[item_index];
-        let mut raw = Some(&page.raw[item.raw.clone()]);
+    // Where each page's rows start among all pages' rows.
+    let starts: Vec<usize> = pages
+        .iter()
+        .scan(0, |start, page| {
+            let here = *start;
+            *start += page.objects.len();
+            Some(here)
+        })
+        .collect();
+    let mut rows: Vec<IdxSize> = Vec::with_capacity(order.len());
+    for &(page_index, object_index) in &order {
+        let objects = &mut pages[page_index].objects;
         // Slices overlap and servers round bounds: keep exactly the asked window.
-        if let Some(created) = item.field("created_at").and_then(created_micros)
-            && !window.holds(created)
-        {
+        if objects.created[object_index].is_some_and(|created| !window.holds(created)) {
             continue;
         }
-        let fields = PROVIDER.iter().zip(&item.fields).zip(&paths);
-        for (((spec, field), path), values) in fields.zip(columns.iter_mut()) {
-            if spec.name == "raw" {
-                if let Values::Text(texts) = values {
-                    texts.append_option(raw.take());
-                }
-                continue;
-            }
-            let at = || field_at(page, item_index, path);
-            let number;
-            let cell = match field {
-                None if !spec.nullable => {
-                    return Err(input_to_incomplete(
-                        api,
-                        Error::input(at(), format!("the object has no `{path}` ({})", spec.name)),
-                    ));
-                }
-                None => Cell::Null,
-                // Numeric ids and keys are common; they are text in the canonical table.
-                Some(Value::Number(value)) if spec.kind == crate::model::Kind::Text => {
-                    number = value.to_string();
-                    Cell::Text(&number)
-                }
-                Some(value) => Cell::Json(value),
-            };
-            push(values, spec, cell, &mapping, at).map_err(|err| input_to_incomplete(api, err))?;
+        if let Some(err) = objects.refusal(object_index) {
+            return Err(input_to_incomplete(api, err));
         }
+        rows.push((starts[page_index] + object_index) as IdxSize);
     }
-    let columns = PROVIDER
-        .iter()
-        .zip(columns)
-        .map(|(spec, values)| values.into_column(spec.name))
-        .collect();
-    let df = DataFrame::new_infer_height(columns).engine("assembling the provider listing")?;
+    // Nearly always every row is kept, in the order read: then the pages' rows are the listing.
+    let total: usize = pages.iter().map(|page| page.objects.len()).sum();
+    let every_row_in_order =
+        rows.len() == total && rows.iter().enumerate().all(|(at, row)| *row as usize == at);
+    let mut listed = pages.into_iter().map(|page| page.objects.rows);
+    let df = match listed.next() {
+        None => crate::model::empty(Table::Provider),
+        Some(mut df) => {
+            for page in listed {
+                df.vstack_mut_owned(page)
+                    .engine("assembling the provider listing")?;
+            }
+            if every_row_in_order {
+                df.rechunk_mut_par();
+                df
+            } else {
+                df.take(&IdxCa::from_vec(PlSmallStr::EMPTY, rows))
+                    .engine("assembling the provider listing")?
+            }
+        }
+    };
     crate::timing::phase("read:provider:columns", started);
     // Listings usually come in creation order already: then the sort is only checked.
     if in_creation_order(&df)? {
@@ -1362,13 +1427,6 @@ fn created_micros(value: &Value) -> Option<i64> {
         Value::Number(number) => number.as_f64().and_then(timestamp::from_epoch_number),
         _ => None,
     }
-}
-
-/// Names an object's field: the request and page, the object's place on it, the JSON path.
-fn field_at(page: &Page, item_index: usize, path: &JsonPath) -> Location {
-    Location::source(&page.label)
-        .row(item_index + 1)
-        .column(path.to_string())
 }
 
 fn input_to_incomplete(api: &ProviderApi, err: Error) -> Error {
