@@ -508,10 +508,15 @@ struct Page {
 struct Objects {
     /// Each object's external id as the listing compares them, or why it has none.
     ids: Vec<Result<String>>,
-    /// The objects as provider rows, `PROVIDER`'s columns (`raw`: the object's JSON text,
-    /// compact, keys in order, as `Value` writes it). A cell that failed its check is null
-    /// here, and its object's first such failure is in `refused`.
+    /// The objects as provider rows, `PROVIDER`'s columns but `raw`. A cell that failed its
+    /// check is null here, and its object's first such failure is in `refused`.
     rows: DataFrame,
+    /// The JSON text of every object (compact, keys in order, as `Value` writes it), one
+    /// after another: the listing's `raw` column is built from these once it ends, in one
+    /// column builder (a builder a page would hold its growth margin for every page).
+    raw: String,
+    /// Where each object's text is in `raw`.
+    raw_at: Vec<std::ops::Range<usize>>,
     /// Each object's created-at time, where it has a valid one.
     created: Vec<Option<i64>>,
     /// The objects with a cell that failed its check, by their index on the page, in order,
@@ -522,6 +527,11 @@ struct Objects {
 impl Objects {
     fn len(&self) -> usize {
         self.ids.len()
+    }
+
+    /// The JSON text of the object at `index`.
+    fn raw_text(&self, index: usize) -> &str {
+        &self.raw[self.raw_at[index].clone()]
     }
 
     /// The first failed check of the object at `index`, if one failed (taken out: the
@@ -583,7 +593,8 @@ impl Decoder {
         let mut ids = Vec::with_capacity(items.len());
         let mut created = Vec::with_capacity(items.len());
         let mut refused = Vec::new();
-        let mut raw = Vec::with_capacity(1024);
+        let mut raw = Vec::with_capacity(items.len() * 256);
+        let mut raw_at = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
             let at = |path: &JsonPath| {
                 Location::source(label)
@@ -599,11 +610,9 @@ impl Decoder {
             for ((spec, path), column) in fields {
                 let Some(path) = path else {
                     // `raw`: the object's text.
-                    raw.clear();
+                    let start = raw.len();
                     item.write(&mut raw);
-                    if let Values::Text(texts) = column {
-                        texts.append_value(std::str::from_utf8(&raw).expect("JSON text is UTF-8"));
-                    }
+                    raw_at.push(start..raw.len());
                     continue;
                 };
                 let field = value(path);
@@ -642,11 +651,15 @@ impl Decoder {
         let columns = PROVIDER
             .iter()
             .zip(columns)
+            .filter(|(spec, _)| spec.name != "raw")
             .map(|(spec, values)| values.into_column(spec.name))
             .collect();
+        raw.shrink_to_fit();
         Ok(Objects {
             ids,
             rows: DataFrame::new_infer_height(columns).engine("assembling a provider page")?,
+            raw: String::from_utf8(raw).expect("JSON text is UTF-8"),
+            raw_at,
             created,
             refused,
         })
@@ -1306,10 +1319,6 @@ fn frame(
     // (page index, object index) of the kept copy of each id, in the order ids were first seen.
     let mut order: Vec<(usize, usize)> = Vec::new();
     let mut changed: BTreeMap<String, String> = BTreeMap::new();
-    let raws = pages
-        .iter()
-        .map(|page| crate::cells::text_column(&page.objects.rows, "raw"))
-        .collect::<Result<Vec<_>>>()?;
     // The first object without a usable id, if one has none.
     let mut without_id = None;
     'pages: for (page_index, page) in pages.iter().enumerate() {
@@ -1326,7 +1335,8 @@ fn frame(
                 Some(&slot) => {
                     coverage.repeated += 1;
                     let (earlier_page, earlier_object) = order[slot];
-                    if raws[earlier_page].get(earlier_object) != raws[page_index].get(object_index)
+                    if pages[earlier_page].objects.raw_text(earlier_object)
+                        != page.objects.raw_text(object_index)
                     {
                         changed.insert(id.to_string(), pages[earlier_page].label.clone());
                     }
@@ -1361,6 +1371,7 @@ fn frame(
         })
         .collect();
     let mut rows: Vec<IdxSize> = Vec::with_capacity(order.len());
+    let mut kept_objects: Vec<(usize, usize)> = Vec::with_capacity(order.len());
     for &(page_index, object_index) in &order {
         let objects = &mut pages[page_index].objects;
         // Slices overlap and servers round bounds: keep exactly the asked window.
@@ -1371,7 +1382,22 @@ fn frame(
             return Err(input_to_incomplete(api, err));
         }
         rows.push((starts[page_index] + object_index) as IdxSize);
+        kept_objects.push((page_index, object_index));
     }
+    // The `raw` column, each page's text let go of once its last kept object is copied.
+    let mut last_use = vec![None; pages.len()];
+    for (position, &(page_index, _)) in kept_objects.iter().enumerate() {
+        last_use[page_index] = Some(position);
+    }
+    let mut raw = StringChunkedBuilder::new("raw".into(), kept_objects.len());
+    for (position, &(page_index, object_index)) in kept_objects.iter().enumerate() {
+        let objects = &mut pages[page_index].objects;
+        raw.append_value(objects.raw_text(object_index));
+        if last_use[page_index] == Some(position) {
+            objects.raw = String::new();
+        }
+    }
+    let raw = raw.finish().into_column();
     // Nearly always every row is kept, in the order read: then the pages' rows are the listing.
     let total: usize = pages.iter().map(|page| page.objects.len()).sum();
     let every_row_in_order =
@@ -1384,13 +1410,17 @@ fn frame(
                 df.vstack_mut_owned(page)
                     .engine("assembling the provider listing")?;
             }
-            if every_row_in_order {
+            let mut df = if every_row_in_order {
                 df.rechunk_mut_par();
                 df
             } else {
                 df.take(&IdxCa::from_vec(PlSmallStr::EMPTY, rows))
                     .engine("assembling the provider listing")?
-            }
+            };
+            df.with_column(raw)
+                .engine("assembling the provider listing")?;
+            df.select(PROVIDER.iter().map(|spec| spec.name))
+                .engine("assembling the provider listing")?
         }
     };
     crate::timing::phase("read:provider:columns", started);
@@ -1614,6 +1644,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("page 1: the answer is not JSON"), "{err}");
+    }
+
+    /// A cell is refused only for an object the listing keeps: not for a copy a later copy
+    /// replaces, nor for an object created outside the window.
+    #[test]
+    fn only_kept_objects_inside_the_window_have_their_cells_checked() {
+        let api = page_api();
+        let page = br#"{"data": [
+            {"external_id": "a", "created_at": "2026-11-01T00:00:00Z", "status": 1},
+            {"external_id": "b", "created_at": "2026-11-01T00:00:01Z", "status": "live"},
+            {"external_id": "a", "created_at": "2026-11-01T00:00:02Z", "status": "void"},
+            {"external_id": "c", "created_at": "2026-11-02T00:00:00Z"}
+        ]}"#;
+        let to = crate::timestamp::parse("2026-11-01T12:00:00Z");
+        let window = Window { from: None, to };
+        let rows = parse_page(&api, page, window).unwrap();
+        let ids = crate::cells::text_column(&rows, "external_id").unwrap();
+        let statuses = crate::cells::text_column(&rows, "status").unwrap();
+        assert_eq!(ids.iter().collect::<Vec<_>>(), [Some("b"), Some("a")]);
+        assert_eq!(
+            statuses.iter().collect::<Vec<_>>(),
+            [Some("live"), Some("void")]
+        );
+        let err = parse_page(&api, page, Window::unbounded())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("page 1, object 4") && err.contains("no `status`"),
+            "{err}"
+        );
     }
 
     #[test]
