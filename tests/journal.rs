@@ -64,6 +64,24 @@ fn unknown_phase_and_bad_timestamp_name_the_row() {
     assert!(message.contains("row 5, column `recorded_at`"), "{message}");
 }
 
+/// A journal of a few thousand rows is read in several batches (sources::sqlite_rows): a bad
+/// cell far into it is still named by its own row.
+#[test]
+fn a_bad_cell_thousands_of_rows_in_names_its_row() {
+    let scenario = with_journal_sql(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+         INSERT INTO export_journal SELECT j.* FROM n, (SELECT * FROM export_journal LIMIT 1) AS j;
+         UPDATE export_journal SET recorded_at = 'yesterday' WHERE rowid = 2900",
+    );
+    let output = scenario.audit(&[]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("row 2900, column `recorded_at`"),
+        "{message}"
+    );
+}
+
 #[test]
 fn missing_table_and_unsafe_table_name_are_refused() {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");

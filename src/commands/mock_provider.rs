@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -288,10 +289,38 @@ impl Drop for MockProvider {
     }
 }
 
+/// An object as the mock keeps it: its JSON text is written once, and every page that lists
+/// the object copies that text instead of writing the object again.
+struct Stored {
+    created: i64,
+    id: String,
+    object: Value,
+    text: Box<RawValue>,
+}
+
+impl Stored {
+    fn new(created: i64, id: String, object: Value) -> Stored {
+        let text = serde_json::value::to_raw_value(&object).expect("a JSON value writes to text");
+        Stored {
+            created,
+            id,
+            object,
+            text,
+        }
+    }
+
+    /// Changes the object, and its text with it.
+    fn change(&mut self, change: impl FnOnce(&mut Value)) {
+        change(&mut self.object);
+        self.text =
+            serde_json::value::to_raw_value(&self.object).expect("a JSON value writes to text");
+    }
+}
+
 struct Shared {
     options: MockOptions,
-    /// (created, id, object), sorted; faults may insert.
-    objects: Mutex<Vec<(i64, String, Value)>>,
+    /// Sorted by (created, id); faults may insert and change.
+    objects: Mutex<Vec<Stored>>,
     requests: Mutex<usize>,
     inserted: Mutex<usize>,
     log: Mutex<Vec<String>>,
@@ -319,18 +348,18 @@ fn start_on(addr: SocketAddr, options: MockOptions) -> Result<MockProvider> {
     let addr = listener
         .local_addr()
         .map_err(|err| Error::io(format!("binding {addr}"), err))?;
-    let mut objects: Vec<(i64, String, Value)> = options
+    let mut objects: Vec<Stored> = options
         .objects
         .iter()
         .filter_map(|object| {
-            Some((
+            Some(Stored::new(
                 created(object)?,
                 object.get("id")?.as_str()?.to_string(),
                 object.clone(),
             ))
         })
         .collect();
-    objects.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    objects.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
     let state = Arc::new(Shared {
         options,
         objects: Mutex::new(objects),
@@ -499,6 +528,23 @@ struct Answer {
 }
 
 impl Answer {
+    /// A listing page: `body` with the objects' texts as the array at `key`, written as the
+    /// `Value` with those objects at `key` would be.
+    fn page(mut body: Value, key: &str, items: &[&RawValue]) -> Answer {
+        body[key] = Value::Null;
+        let Value::Object(entries) = &body else {
+            unreachable!("a page's body is an object")
+        };
+        let mut answer = Answer::json(200, &Value::Null);
+        answer.body = serde_json::to_vec(&WithItems {
+            entries,
+            key,
+            items,
+        })
+        .expect("JSON writes to memory");
+        answer
+    }
+
     fn json(status: u16, body: &Value) -> Answer {
         Answer {
             status,
@@ -509,6 +555,28 @@ impl Answer {
             delay: None,
             drop: false,
         }
+    }
+}
+
+/// A page's entries with the objects' texts in the place of `key`'s value.
+struct WithItems<'a> {
+    entries: &'a serde_json::Map<String, Value>,
+    key: &'a str,
+    items: &'a [&'a RawValue],
+}
+
+impl serde::Serialize for WithItems<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.entries.len()))?;
+        for (name, value) in self.entries {
+            if name == self.key {
+                map.serialize_entry(name, self.items)?;
+            } else {
+                map.serialize_entry(name, value)?;
+            }
+        }
+        map.end()
     }
 }
 
@@ -583,8 +651,8 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
             FaultKind::Insert(count) => insert(state, count),
             FaultKind::Change => {
                 insert(state, 1);
-                for (_, _, object) in state.objects.lock().expect("objects lock").iter_mut() {
-                    object["status"] = json!("voided");
+                for stored in state.objects.lock().expect("objects lock").iter_mut() {
+                    stored.change(|object| object["status"] = json!("voided"));
                 }
             }
             _ => {}
@@ -664,7 +732,7 @@ fn gzip_padded(body: &[u8], padding: u64) -> Vec<u8> {
 fn insert(state: &Shared, count: usize) {
     let mut objects = state.objects.lock().expect("objects lock");
     let mut inserted = state.inserted.lock().expect("inserted lock");
-    let earliest = objects.first().map(|o| o.0).unwrap_or(0);
+    let earliest = objects.first().map(|o| o.created).unwrap_or(0);
     for _ in 0..count {
         *inserted += 1;
         let micros = earliest - 1_000_000;
@@ -677,7 +745,7 @@ fn insert(state: &Shared, count: usize) {
             "payload_sha256": null,
             "metadata": {},
         });
-        objects.insert(0, (micros, id, object));
+        objects.insert(0, Stored::new(micros, id, object));
     }
 }
 
@@ -724,17 +792,15 @@ fn listing(
     let objects = state.objects.lock().expect("objects lock");
     // Objects are kept in (created, id) order: the window is found by binary search, not by a
     // scan per page, so serving a whole listing stays linear in its objects.
-    let low = after.map_or(0, |a| {
-        objects.partition_point(|(created, _, _)| *created < a)
-    });
+    let low = after.map_or(0, |a| objects.partition_point(|stored| stored.created < a));
     let high = before.map_or(objects.len(), |b| {
-        objects.partition_point(|(created, _, _)| *created <= b)
+        objects.partition_point(|stored| stored.created <= b)
     });
-    let selected: &[(i64, String, Value)] = &objects[low..high.max(low)];
+    let selected: &[Stored] = &objects[low..high.max(low)];
     let total = selected.len();
-    let data = |page: &[&(i64, String, Value)]| -> Value {
-        Value::Array(page.iter().map(|(_, _, object)| object.clone()).collect())
-    };
+    fn data<'s>(page: &[&'s Stored]) -> Vec<&'s RawValue> {
+        page.iter().map(|stored| &*stored.text).collect()
+    }
     let number = |name: &str, default: usize| -> Result<usize, String> {
         match params.get(name) {
             None => Ok(default),
@@ -749,10 +815,9 @@ fn listing(
             .split_once('~')
             .and_then(|(micros, id)| Some((micros.parse::<i64>().ok()?, id)))
             .ok_or_else(|| format!("cursor {cursor:?} is not a cursor of mine"))?;
-        Ok(selected
-            .partition_point(|(created, other, _)| (*created, other.as_str()) <= (micros, id)))
+        Ok(selected.partition_point(|stored| (stored.created, stored.id.as_str()) <= (micros, id)))
     };
-    let keyset = |(created, id, _): &&(i64, String, Value)| format!("{created}~{id}");
+    let keyset = |stored: &&Stored| format!("{}~{}", stored.created, stored.id);
     match style {
         MockPagination::Page | MockPagination::Offset => {
             let (start, mut body) = if style == MockPagination::Page {
@@ -766,10 +831,10 @@ fn listing(
             };
             let page: Vec<_> = selected.iter().skip(start).take(limit).collect();
             let more = start + page.len() < total;
-            body["data"] = if lose_next { json!([]) } else { data(&page) };
+            let items = if lose_next { Vec::new() } else { data(&page) };
             body["total"] = json!(total);
             body["has_more"] = json!(more);
-            Ok(Answer::json(200, &body))
+            Ok(Answer::page(body, "data", &items))
         }
         MockPagination::Stripe => {
             // Newest first, as Stripe lists.
@@ -781,19 +846,20 @@ fn listing(
                 Some(id) => {
                     newest
                         .iter()
-                        .position(|(_, other, _)| other == id)
+                        .position(|stored| &stored.id == id)
                         .ok_or_else(|| format!("No such object: {id:?}"))?
                         + 1
                 }
             };
             let page: Vec<_> = newest.iter().skip(start).take(limit).copied().collect();
             let more = start + page.len() < total;
-            let body = if lose_next {
-                json!({ "object": "list", "url": "/exports", "data": [], "has_more": true })
+            let (items, more) = if lose_next {
+                (Vec::new(), true)
             } else {
-                json!({ "object": "list", "url": "/exports", "data": data(&page), "has_more": more })
+                (data(&page), more)
             };
-            Ok(Answer::json(200, &body))
+            let body = json!({ "object": "list", "url": "/exports", "has_more": more });
+            Ok(Answer::page(body, "data", &items))
         }
         MockPagination::Relay => {
             let opaque = |cursor: &str| base64::engine::general_purpose::STANDARD.encode(cursor);
@@ -821,9 +887,10 @@ fn listing(
             } else {
                 json!({ "hasNextPage": more || repeat_cursor, "endCursor": end })
             };
-            Ok(Answer::json(
-                200,
-                &json!({ "nodes": data(&page), "pageInfo": page_info, "totalCount": total }),
+            Ok(Answer::page(
+                json!({ "pageInfo": page_info, "totalCount": total }),
+                "nodes",
+                &data(&page),
             ))
         }
         MockPagination::Cursor | MockPagination::Link | MockPagination::LinkBody => {
@@ -861,13 +928,13 @@ fn listing(
             let data = data(&page);
             match style {
                 MockPagination::Cursor => {
-                    let mut body = json!({ "data": data, "has_more": more, "next_cursor": next });
+                    let mut body = json!({ "has_more": more, "next_cursor": next });
                     if lose_next {
                         body.as_object_mut()
                             .expect("an object")
                             .remove("next_cursor");
                     }
-                    Ok(Answer::json(200, &body))
+                    Ok(Answer::page(body, "data", &data))
                 }
                 MockPagination::LinkBody => {
                     let links = if lose_next {
@@ -875,10 +942,10 @@ fn listing(
                     } else {
                         json!({ "next": next_url })
                     };
-                    Ok(Answer::json(200, &json!({ "data": data, "links": links })))
+                    Ok(Answer::page(json!({ "links": links }), "data", &data))
                 }
                 _ => {
-                    let mut answer = Answer::json(200, &json!({ "data": data }));
+                    let mut answer = Answer::page(json!({}), "data", &data);
                     if !lose_next {
                         let mut link = format!("<{}>; rel=\"first\"", with_cursor(None));
                         if let Some(next_url) = next_url {

@@ -4,6 +4,7 @@ pub mod airflow_api;
 pub mod airflow_db;
 pub mod database;
 pub mod journal_db;
+pub mod page_json;
 pub mod pickle;
 pub mod provider_http;
 pub mod read_transaction;

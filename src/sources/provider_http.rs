@@ -48,6 +48,7 @@ use tokio::time::Instant;
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{PROVIDER, Table};
+use crate::sources::page_json::Json;
 use crate::sources::retry::{Failure, Retrier, RetryPolicy, describe};
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
 use crate::timestamp;
@@ -76,6 +77,15 @@ impl JsonPath {
         self.0.iter().try_fold(value, |value, part| match value {
             Value::Object(map) => map.get(part),
             Value::Array(items) => items.get(part.parse::<usize>().ok()?),
+            _ => None,
+        })
+    }
+
+    /// [`get`](Self::get) on a page read in place.
+    pub fn find<'j, 'a>(&self, json: &'j Json<'a>) -> Option<&'j Json<'a>> {
+        self.0.iter().try_fold(json, |json, part| match json {
+            Json::Object(_) => json.member(part),
+            Json::Array(_) => json.item(part.parse::<usize>().ok()?),
             _ => None,
         })
     }
@@ -490,46 +500,48 @@ fn auth_headers(api: &ProviderApi) -> Result<HeaderMap> {
 struct Page {
     /// `GET <url>, page N of <slice>`, for errors.
     label: String,
-    items: Vec<Object>,
-    /// The JSON text of every object of the page, one after another ([`Object::raw`]).
-    raw: String,
+    objects: Objects,
 }
 
-/// One listed object as kept until the listing ends: where the object's JSON text is in its
-/// page's `raw`, and the value at each mapped field's path (in `PROVIDER` order; `raw`'s is
-/// unused). The parsed JSON of a whole page is dropped as soon as the page is read, so a
-/// listing holds its pages' text and the mapped values, not a tree of values per object.
-struct Object {
-    raw: std::ops::Range<usize>,
-    fields: Vec<Option<Value>>,
-}
-
-/// A page's objects, and their JSON text in one buffer (one allocation a page, not one an
-/// object).
+/// A page's objects, read and checked as the page is decoded (on the blocking pool, while
+/// other pages are fetched), so that the listing only puts them together once it ends.
 struct Objects {
-    items: Vec<Object>,
+    /// Each object's external id as the listing compares them, or why it has none.
+    ids: Vec<Result<String>>,
+    /// The objects as provider rows, `PROVIDER`'s columns but `raw`. A cell that failed its
+    /// check is null here, and its object's first such failure is in `refused`.
+    rows: DataFrame,
+    /// The JSON text of every object (compact, keys in order, as `Value` writes it), one
+    /// after another: the listing's `raw` column is built from these once it ends, in one
+    /// column builder (a builder a page would hold its growth margin for every page).
     raw: String,
+    /// Where each object's text is in `raw`.
+    raw_at: Vec<std::ops::Range<usize>>,
+    /// Each object's created-at time, where it has a valid one.
+    created: Vec<Option<i64>>,
+    /// The objects with a cell that failed its check, by their index on the page, in order,
+    /// with the first failure of each.
+    refused: Vec<(usize, Error)>,
 }
 
-impl Object {
-    /// Reads `item`, writing its JSON text (compact, keys in order, as `Value` writes it) at the
-    /// end of `raw`.
-    fn read(decoder: &Decoder, item: &Value, raw: &mut Vec<u8>) -> Object {
-        let start = raw.len();
-        serde_json::to_writer(&mut *raw, item).expect("a JSON value writes to memory");
-        Object {
-            raw: start..raw.len(),
-            fields: decoder
-                .fields
-                .iter()
-                .map(|path| path.as_ref().and_then(|path| path.get(item)).cloned())
-                .collect(),
-        }
+impl Objects {
+    fn len(&self) -> usize {
+        self.ids.len()
     }
 
-    fn field(&self, name: &str) -> Option<&Value> {
-        let index = PROVIDER.iter().position(|spec| spec.name == name)?;
-        self.fields[index].as_ref()
+    /// The JSON text of the object at `index`.
+    fn raw_text(&self, index: usize) -> &str {
+        &self.raw[self.raw_at[index].clone()]
+    }
+
+    /// The first failed check of the object at `index`, if one failed (taken out: the
+    /// listing stops on it).
+    fn refusal(&mut self, index: usize) -> Option<Error> {
+        let found = self
+            .refused
+            .binary_search_by_key(&index, |(at, _)| *at)
+            .ok()?;
+        Some(self.refused.remove(found).1)
     }
 }
 
@@ -538,6 +550,7 @@ impl Object {
 struct Decoder {
     items: JsonPath,
     fields: Vec<Option<JsonPath>>,
+    id: JsonPath,
 }
 
 impl Decoder {
@@ -548,41 +561,151 @@ impl Decoder {
                 .iter()
                 .map(|spec| (spec.name != "raw").then(|| api.path(spec.name)))
                 .collect(),
+            id: api.path("external_id"),
         }
     }
 
     /// A page's body parsed, and its objects read when the body has the array of them (a body
     /// without one is reported where the listing reads the page's objects).
-    fn decode(&self, body: &[u8]) -> Result<(Value, Option<Objects>), Failure> {
-        let value = serde_json::from_slice::<Value>(body).map_err(|err| {
-            Failure::Fatal(format!(
-                "the answer is not JSON ({err}; {} bytes: {})",
-                body.len(),
-                snippet(body)
-            ))
-        })?;
-        let objects = match self.items.get(&value) {
-            Some(Value::Array(items)) => Some(self.objects(items)),
-            _ => None,
-        };
-        Ok((value, objects))
+    fn decode(&self, body: &[u8], label: &str) -> Result<(Value, Option<Objects>), Failure> {
+        let json = Json::parse(body).map_err(|err| Failure::Fatal(not_json(&err, body)))?;
+        self.read(&json, label)
+            .map_err(|err| Failure::Fatal(format!("reading the objects failed: {err}")))
     }
 
-    fn objects(&self, items: &[Value]) -> Objects {
-        let mut raw = Vec::with_capacity(items.len() * 256);
-        let items = items
-            .iter()
-            .map(|item| Object::read(self, item, &mut raw))
-            .collect();
-        Objects {
-            items,
-            raw: String::from_utf8(raw).expect("serde_json writes UTF-8"),
-        }
+    /// The body as a `Value` with its array of objects left empty, and the objects read from
+    /// that array; the whole body and no objects when it has no such array.
+    fn read(&self, body: &Json<'_>, label: &str) -> Result<(Value, Option<Objects>)> {
+        Ok(match self.items.find(body) {
+            Some(Json::Array(items)) => (
+                body.to_value_without(&self.items.0),
+                Some(self.objects(items, label)?),
+            ),
+            _ => (body.to_value(), None),
+        })
     }
+
+    /// The objects of a page (`label`): their ids, and every mapped field checked into its
+    /// column as the listing's rows hold them.
+    fn objects(&self, items: &[Json<'_>], label: &str) -> Result<Objects> {
+        let mapping = Mapping::default();
+        let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
+        let mut ids = Vec::with_capacity(items.len());
+        let mut created = Vec::with_capacity(items.len());
+        let mut refused = Vec::new();
+        let mut raw = Vec::with_capacity(items.len() * 256);
+        let mut raw_at = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let at = |path: &JsonPath| {
+                Location::source(label)
+                    .row(index + 1)
+                    .column(path.to_string())
+            };
+            let value = |path: &JsonPath| path.find(item).map(Json::to_value);
+            ids.push(object_id(value(&self.id).as_ref(), &self.id, || {
+                at(&self.id)
+            }));
+            let mut first_refusal = None;
+            let fields = PROVIDER.iter().zip(&self.fields).zip(columns.iter_mut());
+            for ((spec, path), column) in fields {
+                let Some(path) = path else {
+                    // `raw`: the object's text.
+                    let start = raw.len();
+                    item.write(&mut raw);
+                    raw_at.push(start..raw.len());
+                    continue;
+                };
+                let field = value(path);
+                if spec.name == "created_at" {
+                    created.push(field.as_ref().and_then(created_micros));
+                }
+                let number;
+                let cell = match &field {
+                    None if !spec.nullable => {
+                        first_refusal.get_or_insert_with(|| {
+                            Error::input(
+                                at(path),
+                                format!("the object has no `{path}` ({})", spec.name),
+                            )
+                        });
+                        push_null(column);
+                        continue;
+                    }
+                    None => Cell::Null,
+                    // Numeric ids and keys are common; they are text in the canonical table.
+                    Some(Value::Number(value)) if spec.kind == crate::model::Kind::Text => {
+                        number = value.to_string();
+                        Cell::Text(&number)
+                    }
+                    Some(value) => Cell::Json(value),
+                };
+                if let Err(err) = push(column, spec, cell, &mapping, || at(path)) {
+                    first_refusal.get_or_insert(err);
+                    push_null(column);
+                }
+            }
+            if let Some(err) = first_refusal {
+                refused.push((index, err));
+            }
+        }
+        let columns = PROVIDER
+            .iter()
+            .zip(columns)
+            .filter(|(spec, _)| spec.name != "raw")
+            .map(|(spec, values)| values.into_column(spec.name))
+            .collect();
+        raw.shrink_to_fit();
+        Ok(Objects {
+            ids,
+            rows: DataFrame::new_infer_height(columns).engine("assembling a provider page")?,
+            raw: String::from_utf8(raw).expect("JSON text is UTF-8"),
+            raw_at,
+            created,
+            refused,
+        })
+    }
+}
+
+/// An object's external id as the listing compares them (text, or a number written out), or
+/// why it has none; `at` names the field at `path`.
+fn object_id(id: Option<&Value>, path: &JsonPath, at: impl Fn() -> Location) -> Result<String> {
+    match id {
+        None | Some(Value::Null) => Err(Error::input(
+            at(),
+            format!("the object has no `{path}` (external_id)"),
+        )),
+        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
+        Some(Value::Number(number)) => Ok(number.to_string()),
+        Some(other) => Err(Error::input(
+            at(),
+            format!(
+                "`{path}` (external_id) is {other} ({}), not an id",
+                json_type(other)
+            ),
+        )),
+    }
+}
+
+/// A null appended to a column whose cell failed its check.
+fn push_null(column: &mut Values) {
+    match column {
+        Values::Text(values) => values.append_null(),
+        Values::Int(values) | Values::Time(values) => values.push(None),
+    }
+}
+
+/// Why a page's body is not JSON, with its size and its beginning.
+fn not_json(err: &serde_json::Error, body: &[u8]) -> String {
+    format!(
+        "the answer is not JSON ({err}; {} bytes: {})",
+        body.len(),
+        snippet(body)
+    )
 }
 
 /// A page's parsed answer.
 struct Answer {
+    /// The body, its array of objects left empty when it has one (they are in `objects`).
     body: Value,
     /// The page's objects, read from `body` as it was parsed.
     objects: Option<Objects>,
@@ -642,10 +765,10 @@ impl Fetcher<'_> {
             let mut answer = self.fetch(&url, &label).await?;
             let hints = self.hints(&answer.body, &label)?;
             let step = self.step(&answer, &hints, &url, &label)?;
-            let Objects { items, raw } = self.items(&mut answer, &label)?;
-            let count = items.len();
+            let objects = self.items(&mut answer, &label)?;
+            let count = objects.len();
             listed += count as i64;
-            pages.push(Page { label, items, raw });
+            pages.push(Page { label, objects });
             let label = &pages.last().expect("just pushed").label;
             let (token, next_url) = match step {
                 Step::Next { token, url } => (token, url),
@@ -718,15 +841,19 @@ impl Fetcher<'_> {
                 _ => {
                     // `has_more` is required of a Stripe listing: `hints` has checked it.
                     let id_path = api.path("external_id");
-                    let last = page_items(api, body, label)?.last().ok_or_else(|| {
+                    let objects = answer
+                        .objects
+                        .as_ref()
+                        .ok_or_else(|| no_items(api, body, label))?;
+                    let last = objects.ids.last().ok_or_else(|| {
                         api.incomplete(format!(
                             "{label}: `has_more` is true on a page with no objects: there is no last object to go on from"
                         ))
                     })?;
-                    match id_path.get(last).map(token) {
-                        Some(Ok(Some(id))) => Step::Next {
-                            url: with_param(url, param, &id),
-                            token: id,
+                    match last {
+                        Ok(id) => Step::Next {
+                            url: with_param(url, param, id),
+                            token: id.clone(),
                         },
                         _ => {
                             return Err(api.incomplete(format!(
@@ -851,9 +978,9 @@ impl Fetcher<'_> {
                 let label = format!("GET {url}, page {}", slot + 1);
                 let mut answer = self.fetch(&url, &label).await?;
                 let hints = self.hints(&answer.body, &label)?;
-                let Objects { items, raw } = self.items(&mut answer, &label)?;
+                let objects = self.items(&mut answer, &label)?;
                 Ok::<_, Error>(Numbered {
-                    page: Page { label, items, raw },
+                    page: Page { label, objects },
                     answer,
                     hints,
                     url,
@@ -956,7 +1083,11 @@ impl Fetcher<'_> {
 
     /// The page's objects, counted against `max_objects`.
     fn items(&self, answer: &mut Answer, label: &str) -> Result<Objects> {
-        let count = page_items(self.api, &answer.body, label)?.len();
+        let objects = answer
+            .objects
+            .take()
+            .ok_or_else(|| no_items(self.api, &answer.body, label))?;
+        let count = objects.len();
         let seen = self.objects.fetch_add(count, Ordering::Relaxed) + count;
         if seen > self.api.max_objects {
             return Err(self.api.incomplete(format!(
@@ -965,10 +1096,7 @@ impl Fetcher<'_> {
             )));
         }
         self.progress.page(count);
-        Ok(answer
-            .objects
-            .take()
-            .expect("a body with the array of objects has them read"))
+        Ok(objects)
     }
 
     /// One page, retried as politeness allows; its body parsed as JSON.
@@ -982,13 +1110,13 @@ impl Fetcher<'_> {
             )));
         }
         self.retrier
-            .run(|| self.attempt(url))
+            .run(|| self.attempt(url, label))
             .await
             .map_err(|reason| api.incomplete(format!("{label}: {reason}")))
     }
 
     /// One request, paced and within the deadline.
-    async fn attempt(&self, url: &Url) -> Result<Answer, Failure> {
+    async fn attempt(&self, url: &Url, label: &str) -> Result<Answer, Failure> {
         let api = self.api;
         let deadline = self.retrier.deadline;
         let overdue = || Failure::Fatal(self.retrier.overdue());
@@ -1036,9 +1164,13 @@ impl Fetcher<'_> {
             // Parsed on a thread of the blocking pool, so that the next requests go out and
             // the answers of others are read meanwhile.
             let decoder = self.decoder.clone();
-            let (body, objects) = tokio::task::spawn_blocking(move || decoder.decode(&body))
-                .await
-                .map_err(|err| Failure::Fatal(format!("decoding the answer failed: {err}")))??;
+            let label = label.to_string();
+            let (body, objects) =
+                tokio::task::spawn_blocking(move || decoder.decode(&body, &label))
+                    .await
+                    .map_err(|err| {
+                        Failure::Fatal(format!("decoding the answer failed: {err}"))
+                    })??;
             Ok(Answer {
                 body,
                 objects,
@@ -1063,7 +1195,7 @@ struct Numbered {
 
 impl Numbered {
     fn count(&self) -> i64 {
-        self.page.items.len() as i64
+        self.page.objects.len() as i64
     }
 }
 
@@ -1149,16 +1281,15 @@ async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<
     }
 }
 
-/// The array of objects in one page's body.
-fn page_items<'b>(api: &ProviderApi, body: &'b Value, label: &str) -> Result<&'b [Value]> {
+/// What is wrong with a page's body that has no array of objects where `items` says.
+fn no_items(api: &ProviderApi, body: &Value, label: &str) -> Error {
     let path = &api.items;
     match path.get(body) {
-        Some(Value::Array(items)) => Ok(items),
-        Some(other) => Err(api.incomplete(format!(
+        Some(other) => api.incomplete(format!(
             "{label}: `{path}` is {}, not the array of objects",
             json_type(other)
-        ))),
-        None => Err(api.incomplete(format!("{label}: the answer has no `{path}`"))),
+        )),
+        None => api.incomplete(format!("{label}: the answer has no `{path}`")),
     }
 }
 
@@ -1167,15 +1298,11 @@ fn page_items<'b>(api: &ProviderApi, body: &'b Value, label: &str) -> Result<&'b
 /// the fuzzer (fuzz/fuzz_targets/provider_page.rs) can drive it directly.
 pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<DataFrame> {
     let label = "page 1".to_string();
-    let body: Value = serde_json::from_slice(body).map_err(|err| {
-        api.incomplete(format!(
-            "{label}: the answer is not JSON ({err}; {} bytes: {})",
-            body.len(),
-            snippet(body)
-        ))
-    })?;
-    let Objects { items, raw } = Decoder::new(api).objects(page_items(api, &body, &label)?);
-    let pages = [Page { label, items, raw }];
+    let json = Json::parse(body)
+        .map_err(|err| api.incomplete(format!("{label}: {}", not_json(&err, body))))?;
+    let (body, objects) = Decoder::new(api).read(&json, &label)?;
+    let objects = objects.ok_or_else(|| no_items(api, &body, &label))?;
+    let pages = [Page { label, objects }];
     frame(api, pages.into(), window, &mut ListingCoverage::default())
 }
 
@@ -1187,58 +1314,45 @@ fn frame(
     coverage: &mut ListingCoverage,
 ) -> Result<DataFrame> {
     let started = std::time::Instant::now();
-    let id_path = api.path("external_id");
-    // external id -> (page index, item index): the copy that is kept.
-    let mut kept: PlHashMap<std::borrow::Cow<'_, str>, usize> = PlHashMap::new();
-    // (page index, item index) of the kept copy of each id, in the order ids were first seen.
+    // external id -> its place in `order`: the copy that is kept.
+    let mut kept: PlHashMap<&str, usize> = PlHashMap::new();
+    // (page index, object index) of the kept copy of each id, in the order ids were first seen.
     let mut order: Vec<(usize, usize)> = Vec::new();
     let mut changed: BTreeMap<String, String> = BTreeMap::new();
-    for (page_index, page) in pages.iter().enumerate() {
-        for (item_index, item) in page.items.iter().enumerate() {
-            let at = || field_at(page, item_index, &id_path);
-            let id = match item.field("external_id") {
-                None | Some(Value::Null) => {
-                    return Err(input_to_incomplete(
-                        api,
-                        Error::input(at(), format!("the object has no `{id_path}` (external_id)")),
-                    ));
-                }
-                Some(Value::String(text)) if !text.is_empty() => {
-                    std::borrow::Cow::Borrowed(text.as_str())
-                }
-                Some(Value::Number(number)) => std::borrow::Cow::Owned(number.to_string()),
-                Some(other) => {
-                    return Err(input_to_incomplete(
-                        api,
-                        Error::input(
-                            at(),
-                            format!(
-                                "`{id_path}` (external_id) is {other} ({}), not an id",
-                                json_type(other)
-                            ),
-                        ),
-                    ));
-                }
+    // The first object without a usable id, if one has none.
+    let mut without_id = None;
+    'pages: for (page_index, page) in pages.iter().enumerate() {
+        for (object_index, id) in page.objects.ids.iter().enumerate() {
+            let Ok(id) = id else {
+                without_id = Some((page_index, object_index));
+                break 'pages;
             };
-            match kept.get(&id) {
+            match kept.get(id.as_str()) {
                 None => {
                     kept.insert(id, order.len());
-                    order.push((page_index, item_index));
+                    order.push((page_index, object_index));
                 }
                 Some(&slot) => {
                     coverage.repeated += 1;
-                    let previous = order[slot];
-                    let earlier = &pages[previous.0];
-                    let earlier_raw = &earlier.raw[earlier.items[previous.1].raw.clone()];
-                    if *earlier_raw != page.raw[item.raw.clone()] {
-                        changed.insert(id.into_owned(), pages[previous.0].label.clone());
+                    let (earlier_page, earlier_object) = order[slot];
+                    if pages[earlier_page].objects.raw_text(earlier_object)
+                        != page.objects.raw_text(object_index)
+                    {
+                        changed.insert(id.to_string(), pages[earlier_page].label.clone());
                     }
-                    order[slot] = (page_index, item_index);
+                    order[slot] = (page_index, object_index);
                 }
             }
         }
     }
     drop(kept);
+    if let Some((page_index, object_index)) = without_id {
+        let ids = &mut pages[page_index].objects.ids;
+        let err = ids
+            .swap_remove(object_index)
+            .expect_err("the object has no id");
+        return Err(input_to_incomplete(api, err));
+    }
     crate::timing::phase("read:provider:dedup", started);
     for (id, earlier) in &changed {
         coverage.warnings.push(format!(
@@ -1247,61 +1361,68 @@ fn frame(
         ));
     }
 
-    let mapping = Mapping::default();
-    let paths: Vec<JsonPath> = PROVIDER.iter().map(|spec| api.path(spec.name)).collect();
-    let mut columns: Vec<Values> = PROVIDER.iter().map(|spec| Values::new(spec.kind)).collect();
-    // Where each page is used for the last time: its objects' text is let go of there.
-    let mut last_use = vec![0; pages.len()];
-    for (position, &(page_index, _)) in order.iter().enumerate() {
-        last_use[page_index] = position;
-    }
-    for (position, &(page_index, item_index)) in order.iter().enumerate() {
-        if position > 0 && last_use[order[position - 1].0] == position - 1 {
-            pages[order[position - 1].0].raw = String::new();
-        }
-        let page = &pages[page_index];
-        let item = &page.items[item_index];
-        let mut raw = Some(&page.raw[item.raw.clone()]);
+    // Where each page's rows start among all pages' rows.
+    let starts: Vec<usize> = pages
+        .iter()
+        .scan(0, |start, page| {
+            let here = *start;
+            *start += page.objects.len();
+            Some(here)
+        })
+        .collect();
+    let mut rows: Vec<IdxSize> = Vec::with_capacity(order.len());
+    let mut kept_objects: Vec<(usize, usize)> = Vec::with_capacity(order.len());
+    for &(page_index, object_index) in &order {
+        let objects = &mut pages[page_index].objects;
         // Slices overlap and servers round bounds: keep exactly the asked window.
-        if let Some(created) = item.field("created_at").and_then(created_micros)
-            && !window.holds(created)
-        {
+        if objects.created[object_index].is_some_and(|created| !window.holds(created)) {
             continue;
         }
-        let fields = PROVIDER.iter().zip(&item.fields).zip(&paths);
-        for (((spec, field), path), values) in fields.zip(columns.iter_mut()) {
-            if spec.name == "raw" {
-                if let Values::Text(texts) = values {
-                    texts.append_option(raw.take());
-                }
-                continue;
-            }
-            let at = || field_at(page, item_index, path);
-            let number;
-            let cell = match field {
-                None if !spec.nullable => {
-                    return Err(input_to_incomplete(
-                        api,
-                        Error::input(at(), format!("the object has no `{path}` ({})", spec.name)),
-                    ));
-                }
-                None => Cell::Null,
-                // Numeric ids and keys are common; they are text in the canonical table.
-                Some(Value::Number(value)) if spec.kind == crate::model::Kind::Text => {
-                    number = value.to_string();
-                    Cell::Text(&number)
-                }
-                Some(value) => Cell::Json(value),
-            };
-            push(values, spec, cell, &mapping, at).map_err(|err| input_to_incomplete(api, err))?;
+        if let Some(err) = objects.refusal(object_index) {
+            return Err(input_to_incomplete(api, err));
+        }
+        rows.push((starts[page_index] + object_index) as IdxSize);
+        kept_objects.push((page_index, object_index));
+    }
+    // The `raw` column, each page's text let go of once its last kept object is copied.
+    let mut last_use = vec![None; pages.len()];
+    for (position, &(page_index, _)) in kept_objects.iter().enumerate() {
+        last_use[page_index] = Some(position);
+    }
+    let mut raw = StringChunkedBuilder::new("raw".into(), kept_objects.len());
+    for (position, &(page_index, object_index)) in kept_objects.iter().enumerate() {
+        let objects = &mut pages[page_index].objects;
+        raw.append_value(objects.raw_text(object_index));
+        if last_use[page_index] == Some(position) {
+            objects.raw = String::new();
         }
     }
-    let columns = PROVIDER
-        .iter()
-        .zip(columns)
-        .map(|(spec, values)| values.into_column(spec.name))
-        .collect();
-    let df = DataFrame::new_infer_height(columns).engine("assembling the provider listing")?;
+    let raw = raw.finish().into_column();
+    // Nearly always every row is kept, in the order read: then the pages' rows are the listing.
+    let total: usize = pages.iter().map(|page| page.objects.len()).sum();
+    let every_row_in_order =
+        rows.len() == total && rows.iter().enumerate().all(|(at, row)| *row as usize == at);
+    let mut listed = pages.into_iter().map(|page| page.objects.rows);
+    let df = match listed.next() {
+        None => crate::model::empty(Table::Provider),
+        Some(mut df) => {
+            for page in listed {
+                df.vstack_mut_owned(page)
+                    .engine("assembling the provider listing")?;
+            }
+            let mut df = if every_row_in_order {
+                df.rechunk_mut_par();
+                df
+            } else {
+                df.take(&IdxCa::from_vec(PlSmallStr::EMPTY, rows))
+                    .engine("assembling the provider listing")?
+            };
+            df.with_column(raw)
+                .engine("assembling the provider listing")?;
+            df.select(PROVIDER.iter().map(|spec| spec.name))
+                .engine("assembling the provider listing")?
+        }
+    };
     crate::timing::phase("read:provider:columns", started);
     // Listings usually come in creation order already: then the sort is only checked.
     if in_creation_order(&df)? {
@@ -1336,13 +1457,6 @@ fn created_micros(value: &Value) -> Option<i64> {
         Value::Number(number) => number.as_f64().and_then(timestamp::from_epoch_number),
         _ => None,
     }
-}
-
-/// Names an object's field: the request and page, the object's place on it, the JSON path.
-fn field_at(page: &Page, item_index: usize, path: &JsonPath) -> Location {
-    Location::source(&page.label)
-        .row(item_index + 1)
-        .column(path.to_string())
 }
 
 fn input_to_incomplete(api: &ProviderApi, err: Error) -> Error {
@@ -1530,6 +1644,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("page 1: the answer is not JSON"), "{err}");
+    }
+
+    /// A cell is refused only for an object the listing keeps: not for a copy a later copy
+    /// replaces, nor for an object created outside the window.
+    #[test]
+    fn only_kept_objects_inside_the_window_have_their_cells_checked() {
+        let api = page_api();
+        let page = br#"{"data": [
+            {"external_id": "a", "created_at": "2026-11-01T00:00:00Z", "status": 1},
+            {"external_id": "b", "created_at": "2026-11-01T00:00:01Z", "status": "live"},
+            {"external_id": "a", "created_at": "2026-11-01T00:00:02Z", "status": "void"},
+            {"external_id": "c", "created_at": "2026-11-02T00:00:00Z"}
+        ]}"#;
+        let to = crate::timestamp::parse("2026-11-01T12:00:00Z");
+        let window = Window { from: None, to };
+        let rows = parse_page(&api, page, window).unwrap();
+        let ids = crate::cells::text_column(&rows, "external_id").unwrap();
+        let statuses = crate::cells::text_column(&rows, "status").unwrap();
+        assert_eq!(ids.iter().collect::<Vec<_>>(), [Some("b"), Some("a")]);
+        assert_eq!(
+            statuses.iter().collect::<Vec<_>>(),
+            [Some("live"), Some("void")]
+        );
+        let err = parse_page(&api, page, Window::unbounded())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("page 1, object 4") && err.contains("no `status`"),
+            "{err}"
+        );
     }
 
     #[test]

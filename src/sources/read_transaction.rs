@@ -172,7 +172,7 @@ fn ordinals(row: &impl Row, columns: &[&str]) -> Vec<Option<usize>> {
 
 /// One row's cells, by the position of their name in `for_each_row`'s `columns`.
 pub enum Cells<'r> {
-    Sqlite(&'r SqliteCells<'r, 'r>),
+    Sqlite(&'r SqliteCells<'r>),
     Postgres {
         row: &'r PgRow,
         indexes: &'r [Option<usize>],
