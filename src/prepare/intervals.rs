@@ -32,6 +32,21 @@ struct IntervalParts {
 }
 
 impl IntervalParts {
+    /// The `PIPELINE_INTERVAL` columns of a frame.
+    fn of(frame: &DataFrame) -> Result<IntervalParts> {
+        let int = |name: &str| -> Result<IntArray> {
+            Ok(crate::cells::one_array(&crate::cells::int_column(
+                frame, name,
+            )?))
+        };
+        Ok(IntervalParts {
+            pipeline: crate::cells::one_array(&crate::cells::code_column(frame, "pipeline")?),
+            map_index: int("map_index")?,
+            iv_start: int("iv_start")?,
+            iv_end: int("iv_end")?,
+        })
+    }
+
     fn key(&self, row: usize) -> IntervalKey {
         interval_key(
             self.pipeline.get(row),
@@ -65,17 +80,7 @@ fn interval_key(
 
 impl Intervals {
     pub fn of(tries: &DataFrame) -> Result<Intervals> {
-        let int = |name: &str| -> Result<IntArray> {
-            Ok(crate::cells::one_array(&crate::cells::int_column(
-                tries, name,
-            )?))
-        };
-        let parts = IntervalParts {
-            pipeline: crate::cells::one_array(&crate::cells::code_column(tries, "pipeline")?),
-            map_index: int("map_index")?,
-            iv_start: int("iv_start")?,
-            iv_end: int("iv_end")?,
-        };
+        let parts = IntervalParts::of(tries)?;
         let mut intervals = Intervals {
             dictionary: Dictionary::with_capacity(tries.height()),
             first_tries: Vec::new(),
@@ -216,17 +221,7 @@ fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option
 /// polars groups them); and how many intervals there are. Unlike [`Intervals`], any
 /// interval gets a code, whether a try has it or not.
 pub fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize)> {
-    let int = |name: &str| -> Result<IntArray> {
-        Ok(crate::cells::one_array(&crate::cells::int_column(
-            frame, name,
-        )?))
-    };
-    let parts = IntervalParts {
-        pipeline: crate::cells::one_array(&crate::cells::code_column(frame, "pipeline")?),
-        map_index: int("map_index")?,
-        iv_start: int("iv_start")?,
-        iv_end: int("iv_end")?,
-    };
+    let parts = IntervalParts::of(frame)?;
     let mut dictionary = Dictionary::with_capacity(rows.len());
     let mut first_rows: Vec<IdxSize> = Vec::new();
     let mut previous: Option<u32> = None;

@@ -1,10 +1,10 @@
 use crate::cells::one_chunk;
 use crate::dictionary::NULL;
 use crate::error::Result;
-use crate::prepare::{Prepared, code_interval_rows};
+use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::groups::{ManyValues, RowGroups};
+use super::groups::RowGroups;
 use super::rows::ObjectRows;
 
 declare_rule! {
@@ -39,19 +39,11 @@ fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
     // more than one key (NULL among them).
     let objects = &prepared.objects;
     let attributed = prepared.live_in_interval_row_numbers()?;
-    let (intervals, count) = code_interval_rows(objects, &attributed)?;
     let keys = one_chunk(prepared.object_key_codes()?);
-    let mut keys_of_interval = ManyValues::new(count);
-    for (&row, &interval) in attributed.iter().zip(&intervals) {
-        keys_of_interval.see(interval, keys.get(row as usize).unwrap_or(NULL));
-    }
-    let duplicated_rows = (attributed.iter().zip(&intervals))
-        .filter(|(_, interval)| keys_of_interval.holds(**interval))
-        .map(|(row, _)| *row)
-        .collect();
-    let duplicated = RowGroups::of_interval_rows(
+    let duplicated = RowGroups::of_intervals_with_many(
         objects,
-        duplicated_rows,
+        attributed,
+        |row| keys.get(row as usize).unwrap_or(NULL),
         &["created_at", "external_id"],
         "D002",
     )?;

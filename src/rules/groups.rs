@@ -89,6 +89,29 @@ impl RowGroups {
         )
     }
 
+    /// The `rows` of `frame` (in ascending order) whose pipeline interval holds more than one
+    /// distinct `value` (a code; NULL counts as a value), grouped by pipeline interval, each
+    /// interval's rows sorted by `then`: `per_interval` with `over_interval(n_unique) > 1`,
+    /// as a pass over codes.
+    pub fn of_intervals_with_many(
+        frame: &DataFrame,
+        rows: Vec<IdxSize>,
+        value: impl Fn(IdxSize) -> u32,
+        then: &[&'static str],
+        rule: &str,
+    ) -> Result<RowGroups> {
+        let (intervals, count) = crate::prepare::code_interval_rows(frame, &rows)?;
+        let mut values = ManyValues::new(count);
+        for (&row, &interval) in rows.iter().zip(&intervals) {
+            values.see(interval, value(row));
+        }
+        let picked = (rows.iter().zip(&intervals))
+            .filter(|(_, interval)| values.holds(**interval))
+            .map(|(row, _)| *row)
+            .collect();
+        RowGroups::of_interval_rows(frame, picked, then, rule)
+    }
+
     /// A frame already sorted so that each group's rows are together.
     pub fn sorted(frame: DataFrame, group: &[&str]) -> Result<RowGroups> {
         let groups = groups(&frame, group)?;

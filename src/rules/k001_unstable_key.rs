@@ -3,11 +3,11 @@ use polars::prelude::*;
 use crate::cells::one_chunk;
 use crate::dictionary::NULL;
 use crate::error::Result;
-use crate::prepare::{Prepared, code_interval_rows};
+use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
-use super::groups::{ManyValues, RowGroups};
+use super::groups::RowGroups;
 use super::rows::JournalRows;
 
 declare_rule! {
@@ -40,19 +40,11 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(|(_, (phase, start))| *phase == Some("intent") && start.is_some())
         .map(|(row, _)| row as IdxSize)
         .collect();
-    let (intervals, count) = code_interval_rows(journal, &intents)?;
     let keys = one_chunk(prepared.journal_key_codes()?);
-    let mut keys_used = ManyValues::new(count);
-    for (&row, &interval) in intents.iter().zip(&intervals) {
-        keys_used.see(interval, keys.get(row as usize).unwrap_or(NULL));
-    }
-    let unstable_rows = (intents.iter().zip(&intervals))
-        .filter(|(_, interval)| keys_used.holds(**interval))
-        .map(|(row, _)| *row)
-        .collect();
-    let unstable = RowGroups::of_interval_rows(
+    let unstable = RowGroups::of_intervals_with_many(
         journal,
-        unstable_rows,
+        intents,
+        |row| keys.get(row as usize).unwrap_or(NULL),
         &["recorded_at", "try_number"],
         "K001",
     )?;
