@@ -166,7 +166,7 @@ produce() {
         run "$DEST/$name.five.json" -- audit --config "$config" "${from[@]}" --format json \
             --rule D001 --rule L001 --rule L002 --rule L003 --rule M001
         local first
-        first=$(dags "$DEST/$name.verdicts.csv" | head -1)
+        first=$(dags "$DEST/$name.verdicts.csv" | sed -n 1p)
         run "$DEST/$name.dag.json" -- audit --config "$config" "${from[@]}" --format json --dag "$first" --plan "$DEST/$name.dag.plan.json"
         run "$DEST/$name.window.json" -- audit --config "$config" "${from[@]}" --format json --since 2024-01-02 --until 2024-01-03 --plan "$DEST/$name.window.plan.json"
         run "$DEST/$name.range.json" -- audit --config "$config" "${from[@]}" --format json --interval-from 2024-01-02 --interval-to 2024-01-03 --plan "$DEST/$name.range.plan.json"
