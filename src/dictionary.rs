@@ -136,6 +136,51 @@ impl Dictionary {
     }
 }
 
+/// Codes for small values that are cheap to copy (tuples of codes and integers: runs, tries,
+/// intervals): each code's value is kept in an array here, so checking a probe reads one
+/// packed entry instead of the frames the value came from.
+pub struct CopiedDictionary<V> {
+    dictionary: Dictionary,
+    values: Vec<V>,
+}
+
+impl<V: Copy + Hash + Eq> CopiedDictionary<V> {
+    pub fn with_capacity(capacity: usize) -> CopiedDictionary<V> {
+        CopiedDictionary {
+            dictionary: Dictionary::with_capacity(capacity),
+            values: Vec::new(),
+        }
+    }
+
+    /// The code of `value`, giving it the next code if it has none; `guess` as
+    /// [`Dictionary::encode`] takes it.
+    pub fn encode(&mut self, value: V, guess: Option<u32>) -> Encoded {
+        let values = &self.values;
+        let encoded = self
+            .dictionary
+            .encode(value, guess, |code| values[code as usize]);
+        if let Encoded::New(_) = encoded {
+            self.values.push(value);
+        }
+        encoded
+    }
+
+    /// The code of `value`, None if it has none.
+    pub fn find(&self, value: V, guess: Option<u32>) -> Option<u32> {
+        self.dictionary
+            .find(value, guess, |code| self.values[code as usize])
+    }
+
+    /// How many values have codes: every code is below it.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
 /// Codes for the cells of text columns: operation keys, object ids. The strings are borrowed
 /// from the columns that first had them; one dictionary codes several columns alike, so a key
 /// has the same code in the journal, the tries and the objects.
@@ -151,7 +196,12 @@ impl<'a> TextDictionary<'a> {
         let texts = &self.texts;
         self.dictionary
             .reserve(column.len(), |code| texts[code as usize]);
-        each_cell(column, |text, guess| self.encode_one(text, guess))
+        self.encode_cells(column.iter())
+    }
+
+    /// `encode` for cells read any way (a column's chosen rows, say), in the order given.
+    pub fn encode_cells(&mut self, cells: impl Iterator<Item = Option<&'a str>>) -> Vec<u32> {
+        each_cell(cells, |text, guess| self.encode_one(text, guess))
     }
 
     /// `encode` for a column whose strings mostly have codes already: the cells are looked up
@@ -175,7 +225,7 @@ impl<'a> TextDictionary<'a> {
 
     /// The code of each cell; [`NULL`] for NULL cells and strings without a code.
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
-        each_cell(column, |text, guess| {
+        each_cell(column.iter(), |text, guess| {
             self.dictionary
                 .find(text, guess, |code| self.texts[code as usize])
                 .unwrap_or(NULL)
@@ -216,12 +266,11 @@ impl<'a> TextDictionary<'a> {
 
 /// `code` of each cell ([`NULL`] for NULL), given the code of the last cell coded as its guess.
 fn each_cell<'c>(
-    column: &'c StringChunked,
+    cells: impl Iterator<Item = Option<&'c str>>,
     mut code: impl FnMut(&'c str, Option<u32>) -> u32,
 ) -> Vec<u32> {
     let mut previous: Option<u32> = None;
-    column
-        .iter()
+    cells
         .map(|text| {
             let Some(text) = text else { return NULL };
             let known = code(text, previous);
@@ -276,6 +325,19 @@ mod tests {
         assert_eq!(dictionary.find("a", Some(2), value_of), Some(0));
         assert_eq!(dictionary.find("d", Some(9), value_of), Some(3));
         assert_eq!(dictionary.find("e", Some(3), value_of), None);
+    }
+
+    #[test]
+    fn copied_values_are_coded_in_first_seen_order() {
+        let mut runs = CopiedDictionary::with_capacity(0);
+        let codes: Vec<u32> = [(1, 7), (1, 7), (2, 7), (1, 8), (2, 7)]
+            .into_iter()
+            .map(|run| runs.encode(run, None).code())
+            .collect();
+        assert_eq!(codes, [0, 0, 1, 2, 1]);
+        assert_eq!(runs.find((1, 8), Some(0)), Some(2));
+        assert_eq!(runs.find((3, 3), None), None);
+        assert_eq!(runs.len(), 3);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use polars::prelude::*;
 
 use crate::cells::{IntArray, one_array, one_chunk};
 use crate::config::{Config, Operation};
-use crate::dictionary::{Dictionary, Encoded, NULL, TextDictionary};
+use crate::dictionary::{CopiedDictionary, Dictionary, Encoded, NULL, TextDictionary};
 use crate::error::{EngineContext, Result};
 use crate::keys::conf_column;
 use crate::parallel::Started;
@@ -619,17 +619,30 @@ struct CodedTryColumns {
     number: IntArray,
 }
 
-/// One row's `TRY` values with the texts coded, as far as none of them is NULL.
+/// One row's `TRY` values with the texts coded: [`NULL`] codes and NULL numbers as read.
+type TryValues = (u32, u32, u32, Option<i64>, Option<i64>);
+
+/// One row's `TRY` values with the texts coded, none of them NULL: what tries are found by.
 type CodedTry = (u32, u32, u32, i64, i64);
 
 impl CodedTryColumns {
-    fn row(&self, row: usize) -> Option<CodedTry> {
-        let (dag, run, task) = (self.dag[row], self.run[row], self.task[row]);
-        if dag == NULL || run == NULL || task == NULL {
-            return None;
-        }
-        Some((dag, run, task, self.map.get(row)?, self.number.get(row)?))
+    fn values(&self, row: usize) -> TryValues {
+        (
+            self.dag[row],
+            self.run[row],
+            self.task[row],
+            self.map.get(row),
+            self.number.get(row),
+        )
     }
+}
+
+/// The values as a try is found by, None where one of them is NULL.
+fn complete((dag, run, task, map, number): TryValues) -> Option<CodedTry> {
+    if dag == NULL || run == NULL || task == NULL {
+        return None;
+    }
+    Some((dag, run, task, map?, number?))
 }
 
 impl<'a> TryTexts<'a> {
@@ -671,9 +684,8 @@ impl<'a> TryTexts<'a> {
 /// seen: each try's run code (`NULL` where its dag_id or run_id is NULL) and each run's first
 /// try.
 struct Runs {
-    dictionary: Dictionary,
     /// Each run's (dag, run id) codes.
-    values: Vec<(u32, u32)>,
+    dictionary: CopiedDictionary<(u32, u32)>,
     first_rows: Vec<IdxSize>,
     of_try: Vec<u32>,
 }
@@ -681,8 +693,7 @@ struct Runs {
 impl Runs {
     fn of(tries: &CodedTryColumns) -> Runs {
         let mut runs = Runs {
-            dictionary: Dictionary::with_capacity(tries.dag.len()),
-            values: Vec::new(),
+            dictionary: CopiedDictionary::with_capacity(tries.dag.len()),
             first_rows: Vec::new(),
             of_try: Vec::with_capacity(tries.dag.len()),
         };
@@ -692,20 +703,12 @@ impl Runs {
                 runs.of_try.push(NULL);
                 continue;
             }
-            let values = &runs.values;
-            let code = match runs
-                .dictionary
-                .encode((dag, run), previous, |n| values[n as usize])
-            {
-                Encoded::Known(code) => code,
-                Encoded::New(code) => {
-                    runs.values.push((dag, run));
-                    runs.first_rows.push(row as IdxSize);
-                    code
-                }
-            };
-            previous = Some(code);
-            runs.of_try.push(code);
+            let encoded = runs.dictionary.encode((dag, run), previous);
+            if let Encoded::New(_) = encoded {
+                runs.first_rows.push(row as IdxSize);
+            }
+            previous = Some(encoded.code());
+            runs.of_try.push(encoded.code());
         }
         runs
     }
@@ -715,8 +718,7 @@ impl Runs {
         if dag == NULL || run == NULL {
             return None;
         }
-        self.dictionary
-            .find((dag, run), None, |n| self.values[n as usize])
+        self.dictionary.find((dag, run), None)
     }
 
     /// A run's first try.
@@ -733,10 +735,8 @@ impl Runs {
 /// to find their own: a journal row costs one hash of five integers and one probe, or none
 /// when its try is the one the row before named, or the try after it.
 struct TryIndex {
-    dictionary: Dictionary,
-    /// The values of each code, and the first try with them (tries with the same values are
-    /// one code).
-    values: Vec<CodedTry>,
+    dictionary: CopiedDictionary<CodedTry>,
+    /// The first try with each code's values (tries with the same values are one code).
     first_rows: Vec<IdxSize>,
 }
 
@@ -745,18 +745,14 @@ impl TryIndex {
     /// Of tries with the same values, the first is the one found.
     fn new(tries: &CodedTryColumns) -> TryIndex {
         let mut index = TryIndex {
-            dictionary: Dictionary::with_capacity(tries.dag.len()),
-            values: Vec::with_capacity(tries.dag.len()),
+            dictionary: CopiedDictionary::with_capacity(tries.dag.len()),
             first_rows: Vec::with_capacity(tries.dag.len()),
         };
         for row in 0..tries.dag.len() {
-            let Some(key) = tries.row(row) else { continue };
-            let values = &index.values;
-            if let Encoded::New(_) = index
-                .dictionary
-                .encode(key, None, |code| values[code as usize])
-            {
-                index.values.push(key);
+            let Some(key) = complete(tries.values(row)) else {
+                continue;
+            };
+            if let Encoded::New(_) = index.dictionary.encode(key, None) {
                 index.first_rows.push(row as IdxSize);
             }
         }
@@ -765,8 +761,7 @@ impl TryIndex {
 
     /// The code of the try `key` names; `guess`: the code the journal row before found.
     fn code(&self, guess: Option<u32>, key: CodedTry) -> Option<u32> {
-        self.dictionary
-            .find(key, guess, |code| self.values[code as usize])
+        self.dictionary.find(key, guess)
     }
 
     /// The row of a try's code.
@@ -787,25 +782,14 @@ fn journal_tries(
     // of tasks that are not operations (or of tries the audit lacks) take their run's first
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
-    type Before = (
-        (u32, u32, u32, Option<i64>, Option<i64>),
-        RunAndTry,
-        Option<u32>,
-    );
     let lookup = |part: Range<usize>| -> Vec<RunAndTry> {
-        let mut previous: Option<Before> = None;
+        let mut previous: Option<(TryValues, RunAndTry, Option<u32>)> = None;
         part.map(|row| {
-            let values = (
-                journal.dag[row],
-                journal.run[row],
-                journal.task[row],
-                journal.map.get(row),
-                journal.number.get(row),
-            );
+            let values = journal.values(row);
             match previous {
                 Some((before, found, _)) if before == values => found,
                 _ => {
-                    let own = journal.row(row).and_then(|key| {
+                    let own = complete(values).and_then(|key| {
                         let guess = previous.and_then(|(.., code)| code);
                         index.code(guess, key)
                     });

@@ -177,27 +177,9 @@ impl ManyValues {
 /// The cells of a text column at `rows`, coded from 0 (equal strings, equal codes; NULL cells
 /// [`crate::dictionary::NULL`]).
 pub fn text_codes(frame: &DataFrame, column: &str, rows: &[IdxSize]) -> Result<Vec<u32>> {
-    let cells = crate::cells::one_chunk(crate::cells::text_column(frame, column)?);
-    let cells = crate::cells::one_array(&cells);
-    let mut dictionary = crate::dictionary::Dictionary::default();
-    let mut first_rows: Vec<usize> = Vec::new();
-    let mut previous = None;
-    Ok(rows
-        .iter()
-        .map(|&row| {
-            let Some(text) = cells.get(row as usize) else {
-                return crate::dictionary::NULL;
-            };
-            let encoded = dictionary.encode(text, previous, |code| {
-                cells.value(first_rows[code as usize])
-            });
-            if let crate::dictionary::Encoded::New(_) = encoded {
-                first_rows.push(row as usize);
-            }
-            previous = Some(encoded.code());
-            encoded.code()
-        })
-        .collect())
+    let cells = crate::cells::one_array(&crate::cells::text_column(frame, column)?);
+    let mut dictionary = crate::dictionary::TextDictionary::default();
+    Ok(dictionary.encode_cells(rows.iter().map(|&row| cells.get(row as usize))))
 }
 
 #[cfg(test)]
