@@ -9,6 +9,10 @@
 //! partition (partition.rs) report, frames     -> with --partition-out: what `onceonly merge` needs
 //! ```
 //!
+//! The read hands over the attempts and the journal as soon as they are read: scope and
+//! prepare start on them while a provider listing (the slowest source) is still running, and
+//! finish with the objects once the provider is read (`read::Read`, `prepare::Early`).
+//!
 //! The result, `Audit`, holds the report, the verdicts and the plan, and answers the questions
 //! the commands that show more than the report ask of the joined frames (`ask.rs`).
 
@@ -22,6 +26,9 @@ mod scope;
 pub use ask::{IntentKeys, JournalRow, ProviderObject, TriedInterval};
 pub use partition::PartitionOut;
 pub use scope::{AuditOptions, DEFAULT_SLACK, listing_window};
+
+use std::borrow::Cow;
+use std::thread::{Scope, ScopedJoinHandle};
 
 use polars::prelude::DataFrame;
 
@@ -58,33 +65,106 @@ pub fn run(config: &Config, options: &AuditOptions) -> Result<Audit> {
     if options.slack.is_none() {
         options.slack = config.provider.source.listing_slack();
     }
-    let tables = read::tables(config, &options)?;
-    audit_tables(config, &tables, &options)
+    read::tables_then(config, &options, |read| audit_read(config, read, &options))
 }
 
 /// Audits tables already read.
 pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) -> Result<Audit> {
+    audit_read(config, read::Read::Whole(Cow::Borrowed(tables)), options)
+}
+
+/// Audits what `read` gives: the tries and the journal are cut and prepared as soon as they
+/// are read, while a provider listing may still be running, and the objects once the provider
+/// is read.
+fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> Result<Audit> {
     // A plan quotes the inputs' fingerprint, which for tables read from live sources means
-    // encoding them as a snapshot would; it runs on a thread of its own beside the audit.
+    // encoding them as a snapshot would; it is worked out on threads of its own beside the
+    // audit.
     std::thread::scope(|threads| {
-        let fingerprint = options
-            .plan
-            .then(|| threads.spawn(|| sources::saved::fingerprint(tables)));
-        audit_with(config, tables, options, fingerprint)
+        let mut fingerprint = options.plan.then(|| Fingerprint::start(threads, &read));
+        let cut = prepare::Cut::of(&read, options);
+        let early = cut.as_ref().ok().map(|cut| prepare::Early::of(config, cut));
+        // What the provider's read says comes before what the tries' preparing says: the
+        // errors come in the order of the stages.
+        let tables = read.tables()?;
+        let early = match early {
+            Some(early) => early?,
+            None => return Err(cut.err().expect("a cut that failed has its error")),
+        };
+        if let Some(fingerprint) = &mut fingerprint {
+            fingerprint.provider(threads, &tables);
+        }
+        audit_with(config, &tables, early, options, fingerprint)
     })
 }
 
-type Fingerprint<'scope> = std::thread::ScopedJoinHandle<'scope, Result<String>>;
+/// The plan's inputs fingerprint being worked out: the attempts' and the journal's hashes from
+/// when they are read, the provider's from when it is (`sources::saved::fingerprint`); a
+/// snapshot's own content hash when the tables are one.
+enum Fingerprint<'scope> {
+    Known(String),
+    Hashing {
+        tries_and_journal: ScopedJoinHandle<'scope, Result<[String; 2]>>,
+        provider: Option<ScopedJoinHandle<'scope, Result<String>>>,
+    },
+}
+
+impl<'scope> Fingerprint<'scope> {
+    fn start<'env>(threads: &'scope Scope<'scope, 'env>, read: &read::Read<'_>) -> Self {
+        if let Some(hash) = read.whole().and_then(|tables| tables.snapshot_hash.clone()) {
+            return Fingerprint::Known(hash);
+        }
+        let (attempts, journal) = (read.attempts().clone(), read.journal().clone());
+        Fingerprint::Hashing {
+            tries_and_journal: threads.spawn(move || {
+                Ok([
+                    sources::saved::table_hash(&attempts)?,
+                    sources::saved::table_hash(&journal)?,
+                ])
+            }),
+            provider: None,
+        }
+    }
+
+    /// Starts hashing the provider, now read.
+    fn provider<'env>(&mut self, threads: &'scope Scope<'scope, 'env>, tables: &Tables) {
+        if let Fingerprint::Hashing { provider, .. } = self {
+            let objects = tables.provider.clone();
+            *provider = Some(threads.spawn(move || sources::saved::table_hash(&objects)));
+        }
+    }
+
+    fn finish(self) -> Result<String> {
+        match self {
+            Fingerprint::Known(hash) => Ok(hash),
+            Fingerprint::Hashing {
+                tries_and_journal,
+                provider,
+            } => {
+                let [attempts, journal] = tries_and_journal
+                    .join()
+                    .expect("hashing the tables does not panic")?;
+                let provider = provider
+                    .expect("the provider is hashed once read")
+                    .join()
+                    .expect("hashing the tables does not panic")?;
+                Ok(sources::saved::fingerprint_of(&[
+                    attempts, journal, provider,
+                ]))
+            }
+        }
+    }
+}
 
 fn audit_with(
     config: &Config,
     tables: &Tables,
+    early: prepare::Early<'_>,
     options: &AuditOptions,
     fingerprint: Option<Fingerprint<'_>>,
 ) -> Result<Audit> {
     let started = std::time::Instant::now();
-    let scoped = scope::cut(tables, options)?;
-    let (prepared, objects_left_out) = prepare::tables(config, tables, &scoped, options)?;
+    let (prepared, objects_left_out, scoped) = early.finish(config, tables, options)?;
     crate::timing::phase("prepare", started);
     crate::timing::size("tries", &prepared.tries);
     crate::timing::size("journal (prepared)", &prepared.journal);
@@ -157,9 +237,7 @@ fn plan(
     let Some(fingerprint) = fingerprint else {
         return Ok(None);
     };
-    let fingerprint = fingerprint
-        .join()
-        .expect("the fingerprint thread does not panic")?;
+    let fingerprint = fingerprint.finish()?;
     // What the rules and the verdicts worked with goes back before the plan allocates.
     crate::memory::release_free();
     plan_of(findings, &prepared.objects, &prepared.journal, fingerprint).map(Some)

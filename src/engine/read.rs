@@ -1,6 +1,11 @@
 //! Stage 2, read: the three canonical tables, from the configured sources (the provider listed
 //! over the window the audited tries need) or from a saved snapshot; saved as a snapshot when
-//! asked.
+//! asked. The audit starts on the attempts and the journal as soon as they are read
+//! ([`Read`]): a provider listing, the slowest source, is still running meanwhile.
+
+use std::borrow::Cow;
+
+use polars::prelude::DataFrame;
 
 use crate::config::Config;
 use crate::error::Result;
@@ -10,10 +15,74 @@ use crate::timestamp;
 
 use super::scope::{self, AuditOptions, DEFAULT_SLACK};
 
-pub fn tables(config: &Config, options: &AuditOptions) -> Result<Tables> {
+/// What has been read when the audit starts: the attempts and the journal, and the provider
+/// either with them or still being read.
+pub enum Read<'a> {
+    /// All three tables: a snapshot, or tables read before.
+    Whole(Cow<'a, Tables>),
+    /// The attempts and the journal from the configured sources, the provider still being
+    /// read; [`Read::tables`] waits for it.
+    Pending {
+        pending: sources::Pending<'a, 'a>,
+        options: &'a AuditOptions,
+        started: std::time::Instant,
+    },
+}
+
+impl<'a> Read<'a> {
+    pub fn attempts(&self) -> &DataFrame {
+        match self {
+            Read::Whole(tables) => &tables.attempts,
+            Read::Pending { pending, .. } => pending.attempts(),
+        }
+    }
+
+    pub fn journal(&self) -> &DataFrame {
+        match self {
+            Read::Whole(tables) => &tables.journal,
+            Read::Pending { pending, .. } => pending.journal(),
+        }
+    }
+
+    /// The three tables, when they were all read at once.
+    pub fn whole(&self) -> Option<&Tables> {
+        match self {
+            Read::Whole(tables) => Some(tables),
+            Read::Pending { .. } => None,
+        }
+    }
+
+    /// The three tables, once the provider is read.
+    pub fn tables(self) -> Result<Cow<'a, Tables>> {
+        match self {
+            Read::Whole(tables) => Ok(tables),
+            Read::Pending {
+                pending,
+                options,
+                started,
+            } => {
+                let tables = pending.tables()?;
+                read(&tables, options, started)?;
+                Ok(Cow::Owned(tables))
+            }
+        }
+    }
+}
+
+/// Reads the sources (or the snapshot) and hands them to `then` as soon as the attempts and
+/// the journal are read.
+pub fn tables_then<T>(
+    config: &Config,
+    options: &AuditOptions,
+    then: impl FnOnce(Read<'_>) -> Result<T>,
+) -> Result<T> {
     let started = std::time::Instant::now();
-    let tables = match &options.from_snapshot {
-        Some(dir) => sources::saved::load(dir, options.save_snapshot.is_some())?.0,
+    match &options.from_snapshot {
+        Some(dir) => {
+            let tables = sources::saved::load(dir, options.save_snapshot.is_some())?.0;
+            read(&tables, options, started)?;
+            then(Read::Whole(Cow::Owned(tables)))
+        }
         None => {
             let filter = sources::airflow_db::Filter {
                 dag: options.dag.clone(),
@@ -25,9 +94,20 @@ pub fn tables(config: &Config, options: &AuditOptions) -> Result<Tables> {
                 of_attempts: &|attempts| scope::listing_window(attempts, options),
                 list_early: options.intervals().is_none(),
             };
-            sources::load(config.sources(), &filter, &window)?
+            sources::load_then(config.sources(), &filter, &window, |pending| {
+                crate::timing::phase("read:attempts+journal", started);
+                then(Read::Pending {
+                    pending,
+                    options,
+                    started,
+                })
+            })
         }
-    };
+    }
+}
+
+/// The read's timings, and the snapshot saved when asked.
+fn read(tables: &Tables, options: &AuditOptions, started: std::time::Instant) -> Result<()> {
     crate::timing::phase("read", started);
     for table in Table::ALL {
         crate::timing::size(table.name(), tables.get(table));
@@ -48,5 +128,5 @@ pub fn tables(config: &Config, options: &AuditOptions) -> Result<Tables> {
         };
         sources::saved::save(dir, &tables, window)?;
     }
-    Ok(tables)
+    Ok(())
 }

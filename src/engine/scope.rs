@@ -57,9 +57,18 @@ pub const DEFAULT_SLACK: i64 = 3_600_000_000;
 pub struct Scoped {
     pub attempts: DataFrame,
     pub journal: DataFrame,
-    pub provider: DataFrame,
     /// The created-at window the provider covers for the audited tries.
     pub window: ProviderWindow,
+}
+
+/// The audited tries and their journal rows, cut before the provider is needed
+/// ([`cut_tries`]); [`cut_provider`] then cuts the provider to their window.
+pub struct ScopedTries {
+    pub attempts: DataFrame,
+    pub journal: DataFrame,
+    /// The window the audited tries need; None when every run is audited: the provider as
+    /// read, over the window it was listed for.
+    window: Option<ProviderWindow>,
 }
 
 fn dag_matches(pattern: &str) -> Expr {
@@ -79,21 +88,24 @@ fn dag_matches(pattern: &str) -> Expr {
 
 /// Applies `--dag`, the activity window and the interval range: the audited runs are those
 /// with a try active in the window whose interval starts in the range; their journal rows come
-/// along; the provider is read from the earliest try start minus the slack to the latest try
-/// end plus the slack (SPEC §3).
-pub fn cut(tables: &Tables, options: &AuditOptions) -> Result<Scoped> {
-    let mut attempts = tables.attempts.clone().lazy();
-    let mut journal = tables.journal.clone().lazy();
+/// along. The provider is then read from the earliest try start minus the slack to the latest
+/// try end plus the slack (SPEC §3; [`cut_provider`]).
+pub fn cut_tries(
+    attempts: &DataFrame,
+    journal: &DataFrame,
+    options: &AuditOptions,
+) -> Result<ScopedTries> {
+    let mut attempts = attempts.clone().lazy();
+    let mut journal = journal.clone().lazy();
     if let Some(dag) = &options.dag {
         attempts = attempts.filter(dag_matches(dag));
         journal = journal.filter(dag_matches(dag));
     }
     let Some(runs) = audited_runs(&attempts, options) else {
-        return Ok(Scoped {
+        return Ok(ScopedTries {
             attempts: attempts.collect().engine("filtering attempts")?,
             journal: journal.collect().engine("filtering journal")?,
-            provider: tables.provider.clone(),
-            window: tables.listed_window.unwrap_or_default(),
+            window: None,
         });
     };
     let on = [col("dag_id"), col("run_id")];
@@ -114,6 +126,21 @@ pub fn cut(tables: &Tables, options: &AuditOptions) -> Result<Scoped> {
         Some(window) => window,
         None => around_tries(&attempts, options)?,
     };
+    Ok(ScopedTries {
+        attempts,
+        journal,
+        window: Some(window),
+    })
+}
+
+/// The provider objects of the audited tries' window ([`cut_tries`]), and the window.
+pub fn cut_provider(tables: &Tables, tries: &ScopedTries) -> Result<(DataFrame, ProviderWindow)> {
+    let Some(window) = tries.window else {
+        return Ok((
+            tables.provider.clone(),
+            tables.listed_window.unwrap_or_default(),
+        ));
+    };
     let created = |bound: Option<i64>, above: bool| match bound {
         None => lit(true),
         Some(at) if above => col("created_at").gt_eq(lit(at).cast(utc())),
@@ -126,12 +153,7 @@ pub fn cut(tables: &Tables, options: &AuditOptions) -> Result<Scoped> {
         .filter(created(window.from, true).and(created(window.to, false)))
         .collect()
         .engine("filtering provider")?;
-    Ok(Scoped {
-        attempts,
-        journal,
-        provider,
-        window,
-    })
+    Ok((provider, window))
 }
 
 /// The audited runs (`dag_id`, `run_id`) among `attempts`: those with a try active in the

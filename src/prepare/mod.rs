@@ -29,7 +29,7 @@ mod objects;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
 pub use intervals::{Intervals, code_rows as code_interval_rows};
-pub use objects::Grouped;
+pub use objects::{Grouped, JournalTexts, ObjectTexts};
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
 /// microseconds before a try's intent or start may still be that try's.
@@ -275,12 +275,38 @@ impl Prepared {
         provider: &DataFrame,
         window: ProviderWindow,
     ) -> Result<Prepared> {
+        let journal_texts = JournalTexts::of(all_journal)?;
+        let object_texts = ObjectTexts::of(provider)?;
+        let early = Self::early(
+            config,
+            attempts,
+            journal,
+            &journal_texts,
+            Some(&object_texts),
+        )?;
+        early.finish(config, all_journal, provider, &object_texts, window)
+    }
+
+    /// What can be prepared before the provider's objects are needed: the tries, the
+    /// journal, their intervals and the whole journal's keys and ids coded
+    /// (`journal_texts`), the objects' too when they are already read (`objects`). The rest
+    /// is [`Early::finish`]'s.
+    pub fn early<'t>(
+        config: &Config,
+        attempts: &DataFrame,
+        journal: &DataFrame,
+        journal_texts: &'t JournalTexts,
+        objects: Option<&'t ObjectTexts>,
+    ) -> Result<Early<'t>> {
         // The sources' keys and ids are coded on threads of their own while the tries and
         // the journal are prepared.
-        let columns = objects::SourceColumns::of(all_journal, provider)?;
         std::thread::scope(|threads| {
             let coding = Started::start(threads, "coding the sources", || {
-                objects::SourceCodes::of(&columns)
+                let journal = objects::CodedJournal::of(journal_texts);
+                match objects {
+                    Some(objects) => SourcesCoded::All(journal.with_objects(objects)),
+                    None => SourcesCoded::Journal(journal),
+                }
             });
             let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
             // The tries' operation intervals are coded on a thread of their own from here on.
@@ -295,19 +321,13 @@ impl Prepared {
             };
             let (tries, journal, run_count) =
                 Self::prepare_journal(config, tries, journal, &mut pipelines)?;
-            let codes = coding.finish();
-            let t = std::time::Instant::now();
-            let attributed =
-                objects::attribute(config, &tries, &journal, all_journal, provider, codes)?;
-            let intervals = intervals.finish()?;
-            Self::finish(
-                config,
-                (tries, journal, run_count),
-                attributed,
-                window,
-                intervals,
-                t,
-            )
+            Ok(Early {
+                tries,
+                journal,
+                run_count,
+                intervals: intervals.finish()?,
+                codes: coding.finish(),
+            })
         })
     }
 
@@ -463,6 +483,60 @@ impl Prepared {
             object_indexes: ObjectIndexes::default(),
             unclaimed: DataFrame::empty(),
         })
+    }
+}
+
+/// The tries and the journal prepared, before the provider's objects are
+/// ([`Prepared::early`]).
+pub struct Early<'t> {
+    tries: DataFrame,
+    journal: DataFrame,
+    run_count: usize,
+    intervals: Intervals,
+    codes: SourcesCoded<'t>,
+}
+
+/// The sources' codes as far as they are made: the journal's, or the objects' as well.
+enum SourcesCoded<'t> {
+    Journal(objects::CodedJournal<'t>),
+    All(objects::SourceCodes<'t>),
+}
+
+impl<'t> Early<'t> {
+    /// The objects attributed, and the frames with their codes: the [`Prepared`] frames.
+    /// `objects` are `provider`'s texts (the ones [`Prepared::early`] was given, if it was).
+    pub fn finish<'o>(
+        self,
+        config: &Config,
+        all_journal: &DataFrame,
+        provider: &DataFrame,
+        objects: &'o ObjectTexts,
+        window: ProviderWindow,
+    ) -> Result<Prepared>
+    where
+        't: 'o,
+    {
+        let codes = match self.codes {
+            SourcesCoded::All(codes) => codes,
+            SourcesCoded::Journal(journal) => journal.with_objects(objects),
+        };
+        let t = std::time::Instant::now();
+        let attributed = objects::attribute(
+            config,
+            &self.tries,
+            &self.journal,
+            all_journal,
+            provider,
+            codes,
+        )?;
+        Prepared::finish(
+            config,
+            (self.tries, self.journal, self.run_count),
+            attributed,
+            window,
+            self.intervals,
+            t,
+        )
     }
 }
 

@@ -39,70 +39,119 @@ fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
 }
 
-/// The text columns of the sources whose cells are coded: the whole journal's keys and
-/// object ids, and the objects'.
-pub struct SourceColumns {
-    all_keys: StringChunked,
-    all_ids: StringChunked,
-    object_keys: StringChunked,
-    object_ids: StringChunked,
+/// The whole journal's keys and object ids: the journal's cells the source codes are made
+/// of ([`SourceCodes`]).
+pub struct JournalTexts {
+    keys: StringChunked,
+    ids: StringChunked,
 }
 
-impl SourceColumns {
-    pub fn of(all_journal: &DataFrame, provider: &DataFrame) -> Result<SourceColumns> {
+impl JournalTexts {
+    pub fn of(all_journal: &DataFrame) -> Result<JournalTexts> {
         let text = crate::cells::text_column;
-        Ok(SourceColumns {
-            all_keys: text(all_journal, "op_key")?,
-            all_ids: text(all_journal, "external_id")?,
-            object_keys: text(provider, "op_key")?,
-            object_ids: text(provider, "external_id")?,
+        Ok(JournalTexts {
+            keys: text(all_journal, "op_key")?,
+            ids: text(all_journal, "external_id")?,
+        })
+    }
+}
+
+/// The provider objects' keys and ids: the objects' cells the source codes are made of.
+pub struct ObjectTexts {
+    keys: StringChunked,
+    ids: StringChunked,
+}
+
+impl ObjectTexts {
+    pub fn of(provider: &DataFrame) -> Result<ObjectTexts> {
+        let text = crate::cells::text_column;
+        Ok(ObjectTexts {
+            keys: text(provider, "op_key")?,
+            ids: text(provider, "external_id")?,
         })
     }
 }
 
 /// The codes that need only the sources, not the prepared tries: every object id, and the
 /// keys of the whole journal and of the objects (coded first, so a key's code does not
-/// depend on the tries). `Prepared::build` computes them on threads of their own while it
-/// prepares the tries and the journal.
+/// depend on the tries). The journal is coded first and the objects after it
+/// ([`CodedJournal::with_objects`]), so the codes are the same whether the objects were read
+/// before the journal was coded or only after.
 pub struct SourceCodes<'a> {
-    columns: &'a SourceColumns,
-    keys: TextDictionary<'a>,
-    all_key: Vec<u32>,
+    journal: CodedJournal<'a>,
+    object_keys: &'a StringChunked,
     object_key: Vec<u32>,
-    ids: TextDictionary<'a>,
-    all_id: Vec<u32>,
     object_id: Vec<u32>,
 }
 
-impl<'a> SourceCodes<'a> {
+/// The whole journal's keys and ids coded, the objects' not yet.
+pub struct CodedJournal<'a> {
+    texts: &'a JournalTexts,
+    keys: TextDictionary<'a>,
+    all_key: Vec<u32>,
+    ids: TextDictionary<'a>,
+    all_id: Vec<u32>,
+}
+
+impl<'a> CodedJournal<'a> {
     /// Keys on one thread and ids on another.
-    pub fn of(columns: &'a SourceColumns) -> SourceCodes<'a> {
+    pub fn of(texts: &'a JournalTexts) -> CodedJournal<'a> {
         let t = std::time::Instant::now();
-        let ((keys, all_key, object_key), (ids, all_id, object_id)) = crate::parallel::side_by_side(
+        let ((keys, all_key), (ids, all_id)) = crate::parallel::side_by_side(
             || {
                 let mut keys = TextDictionary::default();
-                let all_key = keys.encode(&columns.all_keys);
-                let object_key = keys.encode(&columns.object_keys);
-                (keys, all_key, object_key)
+                let all_key = keys.encode(&texts.keys);
+                (keys, all_key)
             },
             || {
                 let mut ids = TextDictionary::default();
-                let journal = ids.encode(&columns.all_ids);
-                let objects = ids.encode(&columns.object_ids);
-                (ids, journal, objects)
+                let all_id = ids.encode(&texts.ids);
+                (ids, all_id)
             },
         );
-        let coded = SourceCodes {
-            columns,
+        crate::timing::phase("prepare:sources:journal", t);
+        CodedJournal {
+            texts,
             keys,
             all_key,
-            object_key,
             ids,
             all_id,
+        }
+    }
+
+    /// The objects' keys and ids coded after the journal's, keys on one thread and ids on
+    /// another.
+    pub fn with_objects<'o>(self, objects: &'o ObjectTexts) -> SourceCodes<'o>
+    where
+        'a: 'o,
+    {
+        let t = std::time::Instant::now();
+        let CodedJournal {
+            texts,
+            keys,
+            all_key,
+            ids,
+            all_id,
+        } = self;
+        // The dictionaries now borrow from the objects' columns too.
+        let (mut keys, mut ids): (TextDictionary<'o>, TextDictionary<'o>) = (keys, ids);
+        let (object_key, object_id) = crate::parallel::side_by_side(
+            || keys.encode(&objects.keys),
+            || ids.encode(&objects.ids),
+        );
+        crate::timing::phase("prepare:sources:objects", t);
+        SourceCodes {
+            journal: CodedJournal {
+                texts,
+                keys,
+                all_key,
+                ids,
+                all_id,
+            },
+            object_keys: &objects.keys,
+            object_key,
             object_id,
-        };
-        crate::timing::phase("prepare:sources:intern", t);
-        coded
+        }
     }
 }
 
@@ -132,16 +181,19 @@ pub fn attribute(
         Ok(one_chunk(crate::cells::int_column(frame, name)?))
     };
     let SourceCodes {
-        columns,
-        keys,
-        all_key,
+        journal:
+            CodedJournal {
+                texts,
+                keys,
+                all_key,
+                ids: id_map,
+                all_id,
+            },
+        object_keys,
         object_key,
-        ids: id_map,
-        all_id,
         object_id,
     } = sources;
-    let all_keys = &columns.all_keys;
-    let object_keys = &columns.object_keys;
+    let all_keys = &texts.keys;
     let journal_keys = text(journal, "op_key")?;
     let try_keys = text(tries, "expected_key")?;
     // The audited journal is the whole journal unless --dag or a window cut it down: then its

@@ -96,6 +96,7 @@ impl TableSources<'_> {
 }
 
 /// The three canonical tables as read, and what the sources warned about.
+#[derive(Clone)]
 pub struct Tables {
     pub attempts: DataFrame,
     pub journal: DataFrame,
@@ -145,12 +146,26 @@ impl Tables {
 ///   so both tables show the database as it stood at one instant.
 ///
 /// Errors are reported in that order (attempts, journal, provider) whichever comes first; a
-/// listing still running when the attempts fail is stopped.
+/// listing still running when the attempts or the journal fail is stopped.
 pub fn load(
     from: TableSources<'_>,
     filter: &airflow_db::Filter,
     window: &ListingWindow<'_>,
 ) -> Result<Tables> {
+    load_then(from, filter, window, |pending| pending.tables())
+}
+
+/// [`load`], handing the read to `then` as soon as the attempts and the journal are read
+/// ([`Pending`]), while the provider may still be being listed: what needs only those two
+/// tables can run during the listing. `then` gets the three tables from
+/// [`Pending::tables`]; were the attempts or the journal not read, their error is returned
+/// and `then` is not called.
+pub fn load_then<T>(
+    from: TableSources<'_>,
+    filter: &airflow_db::Filter,
+    window: &ListingWindow<'_>,
+    then: impl FnOnce(Pending<'_, '_>) -> Result<T>,
+) -> Result<T> {
     let slack = window.slack;
     let shared = shared_database(from);
     std::thread::scope(|scope| {
@@ -181,19 +196,58 @@ pub fn load(
             },
             started,
         );
-        let provider = provider.finish(from, window, read.as_ref().ok());
-        let (attempts, shared_journal) = match read {
-            Ok(read) => (Ok((read.attempts, read.warnings)), read.journal),
-            Err(err) => (Err(err), None),
+        // On an error of the attempts or the journal, `provider` is dropped with the scope: a
+        // listing still running is stopped (its thread then ends).
+        let mut read = read?;
+        let journal = match (journal, read.journal.take()) {
+            (Some(thread), _) => thread.join().expect("the journal reader does not panic")?,
+            (None, Some(journal)) => journal,
+            (None, None) => {
+                unreachable!("a journal table of the metadata database is read with the tries")
+            }
         };
-        let journal = match (journal, shared_journal) {
-            (Some(thread), _) => thread.join().expect("the journal reader does not panic"),
-            (None, Some(journal)) => Ok(journal),
-            // The shared journal is read after the tries, which failed: their error is reported.
-            (None, None) => Ok(crate::model::empty(Table::Journal)),
-        };
-        finish(from, attempts, journal, provider)
+        then(Pending {
+            from,
+            window,
+            provider,
+            read,
+            journal,
+        })
     })
+}
+
+/// The attempts and the journal, read, and the provider as far as it has got: what
+/// [`load_then`] hands over.
+pub struct Pending<'scope, 'env> {
+    from: TableSources<'env>,
+    window: &'env ListingWindow<'env>,
+    provider: Provider<'scope>,
+    read: AttemptsRead,
+    journal: DataFrame,
+}
+
+impl Pending<'_, '_> {
+    pub fn attempts(&self) -> &DataFrame {
+        &self.read.attempts
+    }
+
+    pub fn journal(&self) -> &DataFrame {
+        &self.journal
+    }
+
+    /// The three tables, once the provider is read (or listed again, for the tries' window:
+    /// [`load`]).
+    pub fn tables(self) -> Result<Tables> {
+        let provider = self
+            .provider
+            .finish(self.from, self.window, Some(&self.read));
+        finish(
+            self.from,
+            (self.read.attempts, self.read.warnings),
+            self.journal,
+            provider,
+        )
+    }
 }
 
 /// The metadata database and the journal table, when the journal is a table of it.
@@ -344,12 +398,10 @@ async fn list(api: &provider_http::ProviderApi, window: ProviderWindow) -> Provi
 
 fn finish(
     from: TableSources<'_>,
-    attempts: Result<(DataFrame, Vec<String>)>,
-    journal: Result<DataFrame>,
+    (attempts, mut warnings): (DataFrame, Vec<String>),
+    journal: DataFrame,
     provider: Option<ProviderRead>,
 ) -> Result<Tables> {
-    let (attempts, mut warnings) = attempts?;
-    let journal = journal?;
     let (provider, listed_window, listing_warnings) =
         provider.expect("the provider is read once the attempts are")?;
     warnings.extend(listing_warnings);

@@ -78,9 +78,20 @@ pub fn fingerprint(tables: &Tables) -> Result<String> {
     }
     let hashes: Vec<String> = Table::ALL
         .iter()
-        .map(|table| parquet_bytes(tables.get(*table)).map(|bytes| sha256_hex(&bytes)))
+        .map(|table| table_hash(tables.get(*table)))
         .collect::<Result<_>>()?;
-    Ok(sha256_hex(hashes.join("\n").as_bytes()))
+    Ok(fingerprint_of(&hashes))
+}
+
+/// The hash of one table as a snapshot would hold it: one part of [`fingerprint`].
+pub fn table_hash(frame: &DataFrame) -> Result<String> {
+    parquet_bytes(frame).map(|bytes| sha256_hex(&bytes))
+}
+
+/// [`fingerprint`] from the hashes of the attempts, the journal and the provider
+/// ([`table_hash`]), in that order.
+pub fn fingerprint_of(hashes: &[String]) -> String {
+    sha256_hex(hashes.join("\n").as_bytes())
 }
 
 fn content_hash(tables: &BTreeMap<String, TableEntry>) -> String {
