@@ -142,3 +142,66 @@ fn a_filtered_audit_of_airflow_on_postgres_lists_the_window_of_the_audited_tries
             .expect("utf-8 path"),
     );
 }
+
+/// Every DAG's zone set to one no zone database has: a key template formatted in the DAG's
+/// zone cannot be rendered, and preparing the tries fails (exit 2, naming the zone).
+const ZONE_NOBODY_HAS: &str =
+    "UPDATE serialized_dag SET data = json_set(data, '$.dag.timezone', 'Mars/Olympus')";
+
+/// The tries are prepared while the provider is still being listed; what the listing says
+/// still comes first. A listing that breaks is the error reported even when preparing the tries
+/// failed before it broke, and without the listing's fault the tries' error is.
+#[test]
+fn a_listing_error_comes_before_an_error_of_the_tries_prepared_meanwhile() {
+    let failing = mock(state(), MockPagination::Cursor, &["invalid-json@3"]);
+    let scenario = listing_scenario(&failing.url(), MockPagination::Cursor, "sub_windows = 1");
+    scenario.sqlite("airflow.db", ZONE_NOBODY_HAS);
+    let output = scenario.audit(&["--format", "json"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(output.stdout.is_empty(), "a report was written: {err}");
+    assert!(err.contains("not JSON"), "{err}");
+    assert!(err.contains(&failing.url()), "{err}");
+    assert!(!err.contains("Mars/Olympus"), "{err}");
+
+    let listed = mock(state(), MockPagination::Cursor, &[]);
+    let scenario = listing_scenario(&listed.url(), MockPagination::Cursor, "sub_windows = 1");
+    scenario.sqlite("airflow.db", ZONE_NOBODY_HAS);
+    let output = scenario.audit(&["--format", "json"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("Mars/Olympus"), "{err}");
+}
+
+/// With a slow provider (every page takes a quarter of a second), the tries and the journal are
+/// prepared before the listing ends: `ONCEONLY_TIMINGS` prints each phase as it ends, and the
+/// early preparing ends before the read does. The report is the one of the same audit with a
+/// fast provider.
+#[test]
+fn the_tries_and_the_journal_are_prepared_while_the_provider_is_listed() {
+    let fast = mock(state(), MockPagination::Cursor, &[]);
+    let expected = audit(&listing_scenario(&fast.url(), MockPagination::Cursor, ""));
+
+    let slow = mock(state(), MockPagination::Cursor, &["slow%1=250"]);
+    let scenario = listing_scenario(&slow.url(), MockPagination::Cursor, "");
+    let config = scenario.config();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_onceonly"))
+        .args(["audit", "--format", "json", "--config"])
+        .arg(&config)
+        .env_remove("ONCEONLY_CONFIG")
+        .env("ONCEONLY_TIMINGS", "1")
+        .output()
+        .expect("run onceonly");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    let ended = |phase: &str| {
+        err.lines()
+            .position(|line| line.starts_with(&format!("onceonly timing: {phase} ")))
+            .unwrap_or_else(|| panic!("no `{phase}` timing in:\n{err}"))
+    };
+    assert!(ended("prepare:early") < ended("read"), "{err}");
+    assert!(ended("read") < ended("prepare"), "{err}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    assert_eq!(report["findings"], expected["findings"]);
+    assert_eq!(report["summary"], expected["summary"]);
+}
