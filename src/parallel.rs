@@ -9,6 +9,9 @@
 //! * [`side_by_side`]: two different pieces of work at once; and [`Started`], a piece of work
 //!   started on a thread of its own in a [`std::thread::scope`] and finished where its result
 //!   is needed, for work that runs beside several steps in turn.
+//! * [`items_then_beside`]: independent pieces of work (the rules) taken in turn by this thread
+//!   and by a thread that first does one other piece (the verdicts), so neither core waits
+//!   while pieces are left.
 
 use std::ops::Range;
 use std::thread::{Scope, ScopedJoinHandle};
@@ -48,6 +51,39 @@ pub fn concat_rows<T: Send>(rows: usize, work: impl Fn(Range<usize>) -> Vec<T> +
         all.extend(part);
     }
     all
+}
+
+/// `work` on every item `0..count`, and `first` on a thread of its own that then takes items
+/// too: each thread takes the next item not yet taken, in order, until none is left. The
+/// items' results in item order, and `first`'s. The work on an item must not depend on which
+/// thread does it.
+pub fn items_then_beside<T: Send, F: Send>(
+    count: usize,
+    work: impl Fn(usize) -> T + Sync,
+    first: impl FnOnce() -> F + Send,
+) -> (Vec<T>, F) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || {
+        let mut done = Vec::new();
+        loop {
+            let item = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if item >= count {
+                return done;
+            }
+            done.push((item, work(item)));
+        }
+    };
+    let (mut done, (first, theirs)) = std::thread::scope(|threads| {
+        let beside = threads.spawn(|| {
+            let first = first();
+            (first, take())
+        });
+        let mine = take();
+        (mine, beside.join().expect("work beside does not panic"))
+    });
+    done.extend(theirs);
+    done.sort_by_key(|(item, _)| *item);
+    (done.into_iter().map(|(_, result)| result).collect(), first)
 }
 
 /// `here` on this thread and `beside` on a thread of its own, at the same time.
@@ -93,6 +129,33 @@ impl<'scope, T: Send + 'scope> Started<'scope, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn items_then_beside_gives_every_item_once_in_order() {
+        for count in [0, 1, 2, 7, 100] {
+            let taken = std::sync::Mutex::new(Vec::new());
+            let (results, first) = items_then_beside(
+                count,
+                |item| {
+                    taken.lock().unwrap().push(item);
+                    item * 10
+                },
+                || "first",
+            );
+            assert_eq!(first, "first");
+            assert_eq!(
+                results,
+                (0..count).map(|item| item * 10).collect::<Vec<_>>()
+            );
+            let mut taken = taken.into_inner().unwrap();
+            taken.sort();
+            assert_eq!(
+                taken,
+                (0..count).collect::<Vec<_>>(),
+                "an item done twice or not at all"
+            );
+        }
+    }
 
     #[test]
     fn parts_cover_every_row_once_in_order() {

@@ -44,15 +44,10 @@ pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Resu
             .collect()
     };
     // The verdicts do not depend on the findings: they are computed on a thread of their own
-    // while the rules run.
+    // while the rules run, and that thread then takes rules too.
     let started = std::time::Instant::now();
-    let (findings, verdicts) = std::thread::scope(|threads| {
-        let verdicts = threads.spawn(|| verdicts(prepared));
-        let findings = rules::run_all(prepared, &selected);
-        crate::timing::phase("rules", started);
-        let verdicts = verdicts.join().expect("the verdicts thread does not panic");
-        (findings, verdicts)
-    });
+    let (findings, verdicts) = rules::run_all_beside(prepared, &selected, || verdicts(prepared));
+    crate::timing::phase("rules", started);
     let findings = findings?;
     let (verdicts, verdict_counts, (runs, interval_basis)) = verdicts?;
     let mut rules_skipped = Vec::new();

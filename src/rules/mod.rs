@@ -305,18 +305,37 @@ pub fn try_ref(run_id: &str, try_number: Option<i64>, map_index: Option<i64>) ->
     }
 }
 
-/// Runs every selected rule and returns findings in a fixed order.
-pub fn run_all(prepared: &Prepared, rules: &[&dyn Rule]) -> Result<Vec<Finding>> {
-    let mut findings = Vec::new();
-    for rule in rules {
-        let started = std::time::Instant::now();
-        findings.extend(rule.check(prepared)?);
-        // What the rule worked with goes back before the next one allocates its own.
-        crate::memory::release_free();
-        crate::timing::phase(&format!("rules:{}", rule.code()), started);
-    }
-    sort_findings(&mut findings);
-    Ok(findings)
+/// Runs every selected rule and returns findings in a fixed order, with `beside`'s result:
+/// `beside` runs on a thread of its own, which then takes rules too
+/// ([`crate::parallel::items_then_beside`]). An error is the first failing rule's, in the
+/// order given.
+pub fn run_all_beside<B: Send>(
+    prepared: &Prepared,
+    rules: &[&dyn Rule],
+    beside: impl FnOnce() -> B + Send,
+) -> (Result<Vec<Finding>>, B) {
+    let (checked, beside) = crate::parallel::items_then_beside(
+        rules.len(),
+        |index| {
+            let rule = rules[index];
+            let started = std::time::Instant::now();
+            let found = rule.check(prepared);
+            // What the rule worked with goes back before the next one allocates its own.
+            crate::memory::release_free();
+            crate::timing::phase(&format!("rules:{}", rule.code()), started);
+            found
+        },
+        beside,
+    );
+    let findings = checked
+        .into_iter()
+        .collect::<Result<Vec<_>>>()
+        .map(|found| {
+            let mut findings: Vec<Finding> = found.into_iter().flatten().collect();
+            sort_findings(&mut findings);
+            findings
+        });
+    (findings, beside)
 }
 
 /// Severity first, then code, then where: the same inputs always give the same order.
