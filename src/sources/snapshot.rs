@@ -398,7 +398,9 @@ fn parquet_frame(
             format!("not a readable Parquet file: {err}"),
         )
     };
-    let mut reader = ParquetReader::new(source);
+    // One chunk per column: the audit reads columns as single arrays (`cells::one_chunk`), which
+    // would otherwise copy a column of several row groups every time it is read.
+    let mut reader = ParquetReader::new(source).set_rechunk(true);
     if !skip.is_empty() {
         let schema = reader.schema().map_err(unreadable)?;
         let kept: Vec<String> = schema
