@@ -57,9 +57,18 @@ pub fn write(
     if let Some(path) = &outputs.verdicts {
         output::write_verdicts(path, &verdicts)?;
     }
+    // The plan's text and the report's are made side by side (the larger outputs of an audit
+    // with a plan), and written in the order below.
+    let (plan_file, text) = crate::parallel::side_by_side(
+        || {
+            plan.zip(outputs.plan.as_deref())
+                .map(|(plan, path)| plan_text(path, plan))
+        },
+        || render::render(report, outputs.format, &verdicts),
+    );
     if let Some(plan) = plan {
-        if let Some(path) = &outputs.plan {
-            output::file(path, plan_text(path, plan).as_bytes())?;
+        if let (Some(path), Some(text)) = (&outputs.plan, plan_file) {
+            output::file(path, text.as_bytes())?;
         }
         if let Some(path) = &outputs.sql {
             let dialect = match &config.journal.source {
@@ -85,7 +94,7 @@ pub fn write(
         let page = render::render(report, Format::Html, &verdicts)?;
         output::file(path, page.as_bytes())?;
     }
-    let text = render::render(report, outputs.format, &verdicts)?;
+    let text = text?;
     drop(verdicts);
     match &outputs.output {
         Some(path) => output::file(path, text.as_bytes())?,
