@@ -86,7 +86,7 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
         let early = cut.as_ref().ok().map(|cut| prepare::Early::of(config, cut));
         // What the provider's read says comes before what the tries' preparing says: the
         // errors come in the order of the stages.
-        let tables = read.tables()?;
+        let mut tables = read.tables()?;
         let early = match early {
             Some(early) => early?,
             None => return Err(cut.err().expect("a cut that failed has its error")),
@@ -94,7 +94,13 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
         if let Some(fingerprint) = &mut fingerprint {
             fingerprint.provider(threads, &tables);
         }
-        audit_with(config, &tables, early, options, fingerprint)
+        // The objects' raw JSON is for a snapshot (saved by now) and the plan's fingerprint
+        // (hashed from its own copy): nothing after reads it, so it goes before the objects
+        // are prepared. A snapshot read without it has none.
+        if let Cow::Owned(tables) = &mut tables {
+            let _absent = tables.provider.drop_in_place("raw");
+        }
+        audit_with(config, tables, early, options, fingerprint)
     })
 }
 
@@ -158,19 +164,17 @@ impl<'scope> Fingerprint<'scope> {
 
 fn audit_with(
     config: &Config,
-    tables: &Tables,
+    tables: Cow<'_, Tables>,
     early: prepare::Early<'_>,
     options: &AuditOptions,
     fingerprint: Option<Fingerprint<'_>>,
 ) -> Result<Audit> {
     let started = std::time::Instant::now();
-    let (prepared, objects_left_out, scoped) = early.finish(config, tables, options)?;
+    let (prepared, objects_left_out, scoped) = early.finish(config, &tables, options)?;
     crate::timing::phase("prepare", started);
     crate::timing::size("tries", &prepared.tries);
     crate::timing::size("journal (prepared)", &prepared.journal);
     crate::timing::size("objects", &prepared.objects);
-
-    let checked = check::run(config, &prepared, options)?;
 
     let sources = Table::ALL
         .iter()
@@ -185,6 +189,16 @@ fn audit_with(
             },
         })
         .collect();
+    let warnings = tables.warnings.clone();
+    // The tables as read are not needed past this point: what the prepared frames do not share
+    // with them (the objects' raw JSON; the rows a scoped audit cut away) goes, with what
+    // preparing freed, before the rules and the verdicts allocate on threads of their own.
+    // Tables the caller lent stay the caller's.
+    drop(tables);
+    crate::memory::release_free();
+
+    let checked = check::run(config, &prepared, options)?;
+
     let window = scoped.window;
     let coverage = Coverage {
         since: options.since.map(timestamp::format),
@@ -200,7 +214,7 @@ fn audit_with(
         runs: checked.runs,
         tries: prepared.tries.height(),
         rules_skipped: checked.rules_skipped,
-        warnings: tables.warnings.clone(),
+        warnings,
         objects_left_out,
     };
     let findings = checked.findings;

@@ -111,9 +111,6 @@ impl<'c> Early<'c> {
         } else {
             None
         };
-        // What preparing freed goes back before the rules and the verdicts allocate on threads
-        // of their own.
-        crate::memory::release_free();
         let scoped = Scoped {
             attempts: cut.tries.attempts.clone(),
             journal: cut.tries.journal.clone(),
