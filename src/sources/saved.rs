@@ -54,19 +54,41 @@ pub struct TableEntry {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn parquet_bytes(frame: &DataFrame) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    ParquetWriter::new(&mut bytes)
+    write_parquet(frame, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// A table as a snapshot file holds it: the one Parquet encoding of [`save`] and
+/// [`table_hash`].
+fn write_parquet(frame: &DataFrame, to: impl std::io::Write) -> Result<()> {
+    ParquetWriter::new(to)
         .with_statistics(StatisticsOptions::empty())
         .finish(&mut frame.clone())
         .engine("writing a snapshot table")?;
-    Ok(bytes)
+    Ok(())
+}
+
+/// Hashes what is written to it.
+struct HashingWriter(Sha256);
+
+impl std::io::Write for HashingWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The inputs' fingerprint: the content hash a snapshot of these tables would have, so a plan
@@ -83,9 +105,12 @@ pub fn fingerprint(tables: &Tables) -> Result<String> {
     Ok(fingerprint_of(&hashes))
 }
 
-/// The hash of one table as a snapshot would hold it: one part of [`fingerprint`].
+/// The hash of one table as a snapshot would hold it: one part of [`fingerprint`]. The
+/// encoding is hashed as it is written, never held whole.
 pub fn table_hash(frame: &DataFrame) -> Result<String> {
-    parquet_bytes(frame).map(|bytes| sha256_hex(&bytes))
+    let mut hashing = HashingWriter(Sha256::new());
+    write_parquet(frame, &mut hashing)?;
+    Ok(hex(&hashing.0.finalize()))
 }
 
 /// [`fingerprint`] from the hashes of the attempts, the journal and the provider
@@ -257,4 +282,26 @@ fn read_table(dir: &Path, table: Table, entry: &TableEntry, raw: bool) -> Result
         ));
     }
     Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hash made while the encoding is written is the hash of the file `save` writes.
+    #[test]
+    fn a_table_hash_is_the_hash_of_its_snapshot_file() {
+        let rows = 100_000;
+        let frame = df!(
+            "id" => (0..rows).map(|row| format!("object-{row}")).collect::<Vec<_>>(),
+            "created" => (0..rows as i64).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let bytes = parquet_bytes(&frame).unwrap();
+        assert!(
+            bytes.len() > 100_000,
+            "the encoding is written in more than one piece"
+        );
+        assert_eq!(table_hash(&frame).unwrap(), sha256_hex(&bytes));
+    }
 }
