@@ -126,7 +126,7 @@ fn read(tables: &Tables, options: &AuditOptions, started: std::time::Instant) ->
                 .and_then(|w| w.to)
                 .map(timestamp::format),
         };
-        sources::saved::save(dir, &tables, window)?;
+        sources::saved::save(dir, tables, window)?;
     }
     Ok(())
 }

@@ -39,38 +39,27 @@ fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
 }
 
-/// The whole journal's keys and object ids: the journal's cells the source codes are made
-/// of ([`SourceCodes`]).
-pub struct JournalTexts {
+/// A table's keys and object ids (`op_key`, `external_id`): the cells the source codes are
+/// made of ([`SourceCodes`]), the whole journal's and the provider objects'.
+pub struct KeysAndIds {
     keys: StringChunked,
     ids: StringChunked,
 }
 
-impl JournalTexts {
-    pub fn of(all_journal: &DataFrame) -> Result<JournalTexts> {
+impl KeysAndIds {
+    pub fn of(frame: &DataFrame) -> Result<KeysAndIds> {
         let text = crate::cells::text_column;
-        Ok(JournalTexts {
-            keys: text(all_journal, "op_key")?,
-            ids: text(all_journal, "external_id")?,
+        Ok(KeysAndIds {
+            keys: text(frame, "op_key")?,
+            ids: text(frame, "external_id")?,
         })
     }
 }
 
-/// The provider objects' keys and ids: the objects' cells the source codes are made of.
-pub struct ObjectTexts {
-    keys: StringChunked,
-    ids: StringChunked,
-}
-
-impl ObjectTexts {
-    pub fn of(provider: &DataFrame) -> Result<ObjectTexts> {
-        let text = crate::cells::text_column;
-        Ok(ObjectTexts {
-            keys: text(provider, "op_key")?,
-            ids: text(provider, "external_id")?,
-        })
-    }
-}
+/// The whole journal's keys and ids.
+pub type JournalTexts = KeysAndIds;
+/// The provider objects' keys and ids.
+pub type ObjectTexts = KeysAndIds;
 
 /// The codes that need only the sources, not the prepared tries: every object id, and the
 /// keys of the whole journal and of the objects (coded first, so a key's code does not
