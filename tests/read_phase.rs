@@ -205,3 +205,39 @@ fn the_tries_and_the_journal_are_prepared_while_the_provider_is_listed() {
     assert_eq!(report["findings"], expected["findings"]);
     assert_eq!(report["summary"], expected["summary"]);
 }
+
+/// A journal that cannot be read stops a listing still running: the audit exits 2 naming the
+/// journal's cell without waiting for the provider, whose every page here takes a second.
+#[test]
+fn a_journal_that_fails_stops_the_listing() {
+    let fast = mock(state(), MockPagination::Cursor, &[]);
+    audit(&listing_scenario(
+        &fast.url(),
+        MockPagination::Cursor,
+        "sub_windows = 1",
+    ));
+    let whole_listing = fast.requests().len();
+    assert!(
+        whole_listing >= 4,
+        "{whole_listing} requests list everything"
+    );
+
+    let slow = mock(state(), MockPagination::Cursor, &["slow%1=1000"]);
+    let scenario = listing_scenario(&slow.url(), MockPagination::Cursor, "sub_windows = 1");
+    scenario.sqlite(
+        "journal.db",
+        "UPDATE export_journal SET recorded_at = 'not a time' WHERE rowid = 1",
+    );
+    let output = scenario.audit(&["--format", "json"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("journal.db") && err.contains("recorded_at"),
+        "{err}"
+    );
+    let asked = slow.requests().len();
+    assert!(
+        asked < whole_listing,
+        "the listing went on after the journal failed: {asked} of {whole_listing} requests"
+    );
+}
