@@ -1314,10 +1314,11 @@ fn frame(
     coverage: &mut ListingCoverage,
 ) -> Result<DataFrame> {
     let started = std::time::Instant::now();
+    let listed: usize = pages.iter().map(|page| page.objects.len()).sum();
     // external id -> its place in `order`: the copy that is kept.
-    let mut kept: PlHashMap<&str, usize> = PlHashMap::new();
+    let mut kept: PlHashMap<&str, usize> = PlHashMap::with_capacity(listed);
     // (page index, object index) of the kept copy of each id, in the order ids were first seen.
-    let mut order: Vec<(usize, usize)> = Vec::new();
+    let mut order: Vec<(usize, usize)> = Vec::with_capacity(listed);
     let mut changed: BTreeMap<String, String> = BTreeMap::new();
     // The first object without a usable id, if one has none.
     let mut without_id = None;
