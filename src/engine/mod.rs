@@ -183,8 +183,8 @@ fn audit_with(
             source: tables.origin(*table).to_string(),
             rows: tables.get(*table).height(),
             rows_audited: match table {
-                Table::Attempts => scoped.attempts.height(),
-                Table::Journal => scoped.journal.height(),
+                Table::Attempts => scoped.attempts,
+                Table::Journal => scoped.journal,
                 Table::Provider => prepared.objects.height(),
             },
         })

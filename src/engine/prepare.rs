@@ -23,8 +23,26 @@ pub struct Cut {
     tries: ScopedTries,
     journal_texts: JournalTexts,
     /// The provider cut to the tries' window, when it was read with them.
-    provider: Option<(DataFrame, ProviderWindow)>,
-    object_texts: Option<ObjectTexts>,
+    provider: Option<CutProvider>,
+}
+
+/// The provider's objects of the tries' window, the window, and the objects' keys and ids.
+struct CutProvider {
+    objects: DataFrame,
+    window: ProviderWindow,
+    texts: ObjectTexts,
+}
+
+impl CutProvider {
+    fn of(tables: &Tables, tries: &ScopedTries) -> Result<CutProvider> {
+        let (objects, window) = scope::cut_provider(tables, tries)?;
+        let texts = ObjectTexts::of(&objects)?;
+        Ok(CutProvider {
+            objects,
+            window,
+            texts,
+        })
+    }
 }
 
 impl Cut {
@@ -32,18 +50,13 @@ impl Cut {
         let tries = scope::cut_tries(read.attempts(), read.journal(), options)?;
         let journal_texts = JournalTexts::of(read.journal())?;
         let provider = match read.whole() {
-            Some(tables) => Some(scope::cut_provider(tables, &tries)?),
-            None => None,
-        };
-        let object_texts = match &provider {
-            Some((provider, _)) => Some(ObjectTexts::of(provider)?),
+            Some(tables) => Some(CutProvider::of(tables, &tries)?),
             None => None,
         };
         Ok(Cut {
             tries,
             journal_texts,
             provider,
-            object_texts,
         })
     }
 }
@@ -62,7 +75,7 @@ impl<'c> Early<'c> {
             &cut.tries.attempts,
             &cut.tries.journal,
             &cut.journal_texts,
-            cut.object_texts.as_ref(),
+            cut.provider.as_ref().map(|provider| &provider.texts),
         )?;
         crate::timing::phase("prepare:early", started);
         Ok(Early { cut, prepared })
@@ -77,21 +90,21 @@ impl<'c> Early<'c> {
         options: &AuditOptions,
     ) -> Result<(Prepared, Option<LeftOut>, Scoped)> {
         let cut = self.cut;
-        let (provider, window) = match &cut.provider {
-            Some(provider) => provider.clone(),
-            None => scope::cut_provider(tables, &cut.tries)?,
-        };
-        let object_texts_now;
-        let object_texts = match &cut.object_texts {
-            Some(texts) => texts,
+        let provider_now;
+        let provider = match &cut.provider {
+            Some(provider) => provider,
             None => {
-                object_texts_now = ObjectTexts::of(&provider)?;
-                &object_texts_now
+                provider_now = CutProvider::of(tables, &cut.tries)?;
+                &provider_now
             }
         };
-        let mut prepared =
-            self.prepared
-                .finish(config, &tables.journal, &provider, object_texts, window)?;
+        let mut prepared = self.prepared.finish(
+            config,
+            &tables.journal,
+            &provider.objects,
+            &provider.texts,
+            provider.window,
+        )?;
         // A scoped audit reports nothing that belongs elsewhere (SPEC §7): objects of audited
         // rows stay; others only if they may be the audit's (a key template claims them for
         // an audited DAG, their own interval is in the range).
@@ -101,7 +114,7 @@ impl<'c> Early<'c> {
                 dag: options.dag.as_deref(),
                 intervals,
             };
-            let dropped = provider.height() - prepared.objects.height();
+            let dropped = provider.objects.height() - prepared.objects.height();
             Some(crate::prepare::scope_objects(
                 config,
                 &mut prepared,
@@ -112,9 +125,9 @@ impl<'c> Early<'c> {
             None
         };
         let scoped = Scoped {
-            attempts: cut.tries.attempts.clone(),
-            journal: cut.tries.journal.clone(),
-            window,
+            attempts: cut.tries.attempts.height(),
+            journal: cut.tries.journal.height(),
+            window: provider.window,
         };
         Ok((prepared, objects_left_out, scoped))
     }

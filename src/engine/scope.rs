@@ -53,11 +53,11 @@ impl AuditOptions {
 /// The margin around the audited tries when none is configured.
 pub const DEFAULT_SLACK: i64 = 3_600_000_000;
 
-/// The rows an audit is about, cut from what was read.
+/// How much of what was read an audit is about, for its coverage: the audited tries and
+/// journal rows, and the created-at window the provider covers for them.
 pub struct Scoped {
-    pub attempts: DataFrame,
-    pub journal: DataFrame,
-    /// The created-at window the provider covers for the audited tries.
+    pub attempts: usize,
+    pub journal: usize,
     pub window: ProviderWindow,
 }
 
@@ -133,22 +133,24 @@ pub fn cut_tries(
     })
 }
 
-/// The provider objects of the audited tries' window ([`cut_tries`]), and the window.
+/// The provider objects of the audited tries' window ([`cut_tries`]), and the window. The
+/// objects' raw JSON is left out: it is kept in a snapshot and hashed into a plan's
+/// fingerprint, from the tables as read, and the audit reads nothing of it.
 pub fn cut_provider(tables: &Tables, tries: &ScopedTries) -> Result<(DataFrame, ProviderWindow)> {
+    let provider = match tables.provider.drop("raw") {
+        Ok(without) => without,
+        // A snapshot read without it.
+        Err(_) => tables.provider.clone(),
+    };
     let Some(window) = tries.window else {
-        return Ok((
-            tables.provider.clone(),
-            tables.listed_window.unwrap_or_default(),
-        ));
+        return Ok((provider, tables.listed_window.unwrap_or_default()));
     };
     let created = |bound: Option<i64>, above: bool| match bound {
         None => lit(true),
         Some(at) if above => col("created_at").gt_eq(lit(at).cast(utc())),
         Some(at) => col("created_at").lt_eq(lit(at).cast(utc())),
     };
-    let provider = tables
-        .provider
-        .clone()
+    let provider = provider
         .lazy()
         .filter(created(window.from, true).and(created(window.to, false)))
         .collect()

@@ -10,8 +10,8 @@ use crate::error::Result;
 /// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, coded. Pipelines are
 /// coded already (`prepare`), so the intervals are hashed as integers.
 ///
-/// `Prepared::build` codes them on a thread of its own once the tries are prepared, while
-/// it goes on with the journal and the objects.
+/// `Prepared::early` codes them on a thread of its own once the tries are prepared, while
+/// it goes on with the journal.
 pub struct Intervals {
     /// The intervals' codes; an interval's value is the parts of the try that first had it.
     dictionary: Dictionary,

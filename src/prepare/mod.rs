@@ -264,33 +264,12 @@ impl Prepared {
             .collect())
     }
 
-    /// `journal` holds the rows of the audited runs; `all_journal` every row the source gave,
-    /// so an object journalled by a run outside the audit is recognised and left out rather
-    /// than reported as unjournaled.
-    pub fn build(
-        config: &Config,
-        attempts: &DataFrame,
-        journal: &DataFrame,
-        all_journal: &DataFrame,
-        provider: &DataFrame,
-        window: ProviderWindow,
-    ) -> Result<Prepared> {
-        let journal_texts = JournalTexts::of(all_journal)?;
-        let object_texts = ObjectTexts::of(provider)?;
-        let early = Self::early(
-            config,
-            attempts,
-            journal,
-            &journal_texts,
-            Some(&object_texts),
-        )?;
-        early.finish(config, all_journal, provider, &object_texts, window)
-    }
-
     /// What can be prepared before the provider's objects are needed: the tries, the
     /// journal, their intervals and the whole journal's keys and ids coded
     /// (`journal_texts`), the objects' too when they are already read (`objects`). The rest
-    /// is [`Early::finish`]'s.
+    /// is [`Early::finish`]'s. `journal` holds the rows of the audited runs, `journal_texts`
+    /// are every row's the source gave, so an object journalled by a run outside the audit is
+    /// recognised and left out rather than reported as unjournaled.
     pub fn early<'t>(
         config: &Config,
         attempts: &DataFrame,
@@ -504,7 +483,9 @@ enum SourcesCoded<'t> {
 
 impl<'t> Early<'t> {
     /// The objects attributed, and the frames with their codes: the [`Prepared`] frames.
-    /// `objects` are `provider`'s texts (the ones [`Prepared::early`] was given, if it was).
+    /// `all_journal` is every journal row the source gave; `provider` the objects of the
+    /// audit's window without their raw JSON (`engine::scope::cut_provider`), and `objects`
+    /// their texts (the ones [`Prepared::early`] was given, if it was).
     pub fn finish<'o>(
         self,
         config: &Config,

@@ -11,7 +11,7 @@
 //! object ids (`external_id_code`), runs (`run_code`), pipelines (`pipeline`). A NULL code is a
 //! NULL cell. **Rows** (`try_row`, `interval_try`) are row numbers of `tries`.
 //!
-//! `Prepared::build` checks the frames it returns against these lists ([`check`]).
+//! `Early::finish` checks the frames it returns against these lists ([`check`]).
 
 use polars::prelude::*;
 

@@ -144,7 +144,7 @@ impl<'a> CodedJournal<'a> {
     }
 }
 
-/// Gives every provider object its key, operation and interval (see `Prepared::build`):
+/// Gives every provider object its key, operation and interval (see `Early::finish`):
 ///
 /// * `live`: its status is not one of the configured void statuses (case-insensitive);
 /// * `key`: the key the provider echoes, else the smallest key among the journal rows that
@@ -354,7 +354,7 @@ pub fn attribute(
     drop((said, source));
     drop((object_key, object_id, id_map));
     let t = std::time::Instant::now();
-    let mut objects = provider.drop("raw").unwrap_or_else(|_| provider.clone());
+    let mut objects = provider.clone();
     // Usually every object is kept: the frame is then shared, not copied by the filter.
     if keep.contains(&false) {
         let keep = BooleanChunked::from_slice("keep".into(), &keep);
@@ -707,7 +707,7 @@ impl<'f> IntervalSources<'f> {
     /// `interval_try`: a try whose operation interval is the row's.
     ///
     /// A journal row of its own try has that try's operation, DAG, map index and interval
-    /// (`Prepared::build` gave it them), so such rows are read from the tries as well: only
+    /// (`Prepared::early` gave it them), so such rows are read from the tries as well: only
     /// journal rows with no try of their own are taken from the journal.
     fn take(&self, rows: &[Option<u32>]) -> Result<Vec<Column>> {
         let journal_height = self.journal.frame.height() as u32;
