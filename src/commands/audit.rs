@@ -62,12 +62,12 @@ pub fn write(
     let (plan_file, text) = crate::parallel::side_by_side(
         || {
             plan.zip(outputs.plan.as_deref())
-                .map(|(plan, path)| plan_text(path, plan))
+                .map(|(plan, path)| (path, plan_text(path, plan)))
         },
         || render::render(report, outputs.format, &verdicts),
     );
     if let Some(plan) = plan {
-        if let (Some(path), Some(text)) = (&outputs.plan, plan_file) {
+        if let Some((path, text)) = plan_file {
             output::file(path, text.as_bytes())?;
         }
         if let Some(path) = &outputs.sql {
