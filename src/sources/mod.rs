@@ -199,12 +199,12 @@ pub fn load_then<T>(
         // On an error of the attempts or the journal, `provider` is dropped with the scope: a
         // listing still running is stopped (its thread then ends).
         let mut read = read?;
-        let journal = match (journal, read.journal.take()) {
-            (Some(thread), _) => thread.join().expect("the journal reader does not panic")?,
-            (None, Some(journal)) => journal,
-            (None, None) => {
-                unreachable!("a journal table of the metadata database is read with the tries")
-            }
+        let journal = match journal {
+            Some(thread) => thread.join().expect("the journal reader does not panic")?,
+            None => read
+                .journal
+                .take()
+                .expect("a journal table of the metadata database is read with the tries"),
         };
         then(Pending {
             from,
