@@ -478,7 +478,8 @@ pub fn use_listing(scenario: &Scenario, url: &str, style: MockPagination, extra:
     scenario.write("onceonly.toml", &text);
 }
 
-fn audit(scenario: &Scenario, envs: &[(&str, &str)]) -> Output {
+/// `onceonly audit --format json` of `scenario` with `envs` set.
+pub fn audit_in(scenario: &Scenario, envs: &[(&str, &str)]) -> Output {
     let config = scenario.config();
     let mut command = Command::new(env!("CARGO_BIN_EXE_onceonly"));
     command
@@ -495,7 +496,7 @@ fn audit(scenario: &Scenario, envs: &[(&str, &str)]) -> Output {
 #[test]
 fn audit_over_the_listing_equals_audit_over_the_snapshot() {
     let snapshot = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    let expected = audit(&snapshot, &[]);
+    let expected = audit_in(&snapshot, &[]);
     let expected: Value = serde_json::from_slice(&expected.stdout).expect("json report");
     for style in [
         MockPagination::Cursor,
@@ -505,7 +506,7 @@ fn audit_over_the_listing_equals_audit_over_the_snapshot() {
     ] {
         let mock = mock(state(), style, &[]);
         let scenario = listing_scenario(&mock.url(), style, "");
-        let output = audit(&scenario, &[]);
+        let output = audit_in(&scenario, &[]);
         assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
         let report: Value = serde_json::from_slice(&output.stdout).expect("json report");
         assert_eq!(
@@ -592,7 +593,7 @@ fn incomplete_listing_exits_2_without_a_report() {
     ] {
         let mock = mock(state(), style, &[fault]);
         let scenario = listing_scenario(&mock.url(), style, extra);
-        let output = audit(&scenario, &[]);
+        let output = audit_in(&scenario, &[]);
         let err = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{fault}: {err}");
         assert!(
@@ -644,7 +645,7 @@ fn secrets_never_appear_in_output() {
                 "[provider.fields]",
                 &format!("{auth}\n\n[provider.fields]"),
             );
-            let output = audit(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", CANARY)]);
+            let output = audit_in(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", CANARY)]);
             let expected = if fault.is_some() { 2 } else { 1 };
             assert_eq!(
                 output.status.code(),
@@ -666,7 +667,7 @@ fn secrets_never_appear_in_output() {
             "[provider.fields]",
             &format!("{auth}\n\n[provider.fields]"),
         );
-        let output = audit(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", CANARY)]);
+        let output = audit_in(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", CANARY)]);
         assert_eq!(output.status.code(), Some(2));
         let err = stderr(&output);
         assert!(err.contains("HTTP 401"), "{err}");
@@ -926,7 +927,7 @@ fn a_stripe_listing_read_as_a_cursor_listing_stops_instead_of_reporting_false_fi
     // reported M001 and L002 on live exports.
     let mock = mock(state(), MockPagination::Stripe, &[]);
     let scenario = listing_scenario(&mock.url(), MockPagination::Cursor, "sub_windows = 1");
-    let output = audit(&scenario, &[]);
+    let output = audit_in(&scenario, &[]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(stdout(&output).is_empty(), "no report over one page");
@@ -940,6 +941,6 @@ fn a_stripe_listing_read_as_a_cursor_listing_stops_instead_of_reporting_false_fi
     }
     // Configured as what it is, the same provider audits like the snapshot.
     let scenario = listing_scenario(&mock.url(), MockPagination::Stripe, "");
-    let output = audit(&scenario, &[]);
+    let output = audit_in(&scenario, &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use onceonly::commands::mock_provider::{self, MockPagination};
 
-use crate::provider_http::{listing_scenario, mock, state, use_listing};
+use crate::provider_http::{audit_in, listing_scenario, mock, state, use_listing};
 use crate::scenario::{Scenario, stderr};
 
 /// The task instance whose current try is also put in the history (as Airflow's tables hold a
@@ -184,14 +184,7 @@ fn the_tries_and_the_journal_are_prepared_while_the_provider_is_listed() {
 
     let slow = mock(state(), MockPagination::Cursor, &["slow%1=250"]);
     let scenario = listing_scenario(&slow.url(), MockPagination::Cursor, "");
-    let config = scenario.config();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_onceonly"))
-        .args(["audit", "--format", "json", "--config"])
-        .arg(&config)
-        .env_remove("ONCEONLY_CONFIG")
-        .env("ONCEONLY_TIMINGS", "1")
-        .output()
-        .expect("run onceonly");
+    let output = audit_in(&scenario, &[("ONCEONLY_TIMINGS", "1")]);
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{err}");
     let ended = |phase: &str| {
