@@ -10,11 +10,12 @@ use polars::prelude::*;
 
 use crate::error::{EngineContext, Result};
 
-/// Prints `onceonly timing: PHASE SECONDS peak-rss KB cpu SECONDS rss KB` when
+/// Prints `onceonly timing: PHASE SECONDS peak-rss KB cpu SECONDS rss KB at SECONDS` when
 /// `ONCEONLY_TIMINGS` is set. `cpu` is the processor time of the whole process so far, all
 /// threads: the difference between two lines over their wall time says how many cores the work
 /// between them used. `peak-rss` is the most memory the process has held so far, `rss` what it
-/// holds now.
+/// holds now. `at` is when the phase ended, seconds since the process started (to 1/100 s):
+/// phases that overlap (the listing and the tries' preparing) line up on it.
 pub fn phase(name: &str, since: Instant) {
     if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
         return;
@@ -27,12 +28,24 @@ pub fn phase(name: &str, since: Instant) {
             .unwrap_or_else(|| "unknown".into())
     };
     let cpu = process_cpu().map_or_else(|| "unknown".into(), |cpu| format!("{cpu:.2}s"));
+    let at = process_age().map_or_else(|| "unknown".into(), |age| format!("{age:.2}s"));
     eprintln!(
-        "onceonly timing: {name} {:.3}s peak-rss {} cpu {cpu} rss {}",
+        "onceonly timing: {name} {:.3}s peak-rss {} cpu {cpu} rss {} at {at}",
         since.elapsed().as_secs_f64(),
         field("VmHWM:"),
         field("VmRSS:"),
     );
+}
+
+/// Seconds since the process started: the system's uptime less the process's start time
+/// (field 22 of `/proc/self/stat`, clock ticks of 1/100 s since boot).
+fn process_age() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let started: f64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let uptime: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    Some(uptime - started / 100.0)
 }
 
 /// User plus system time of the process, from `/proc/self/stat` (clock ticks of 1/100 s).

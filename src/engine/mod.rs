@@ -123,10 +123,13 @@ impl<'scope> Fingerprint<'scope> {
         let (attempts, journal) = (read.attempts().clone(), read.journal().clone());
         Fingerprint::Hashing {
             tries_and_journal: threads.spawn(move || {
-                Ok([
+                let started = std::time::Instant::now();
+                let hashes = [
                     sources::saved::table_hash(&attempts)?,
                     sources::saved::table_hash(&journal)?,
-                ])
+                ];
+                crate::timing::phase("fingerprint:attempts+journal", started);
+                Ok(hashes)
             }),
             provider: None,
         }
@@ -136,7 +139,12 @@ impl<'scope> Fingerprint<'scope> {
     fn provider<'env>(&mut self, threads: &'scope Scope<'scope, 'env>, tables: &Tables) {
         if let Fingerprint::Hashing { provider, .. } = self {
             let objects = tables.provider.clone();
-            *provider = Some(threads.spawn(move || sources::saved::table_hash(&objects)));
+            *provider = Some(threads.spawn(move || {
+                let started = std::time::Instant::now();
+                let hash = sources::saved::table_hash(&objects);
+                crate::timing::phase("fingerprint:provider", started);
+                hash
+            }));
         }
     }
 
