@@ -5,10 +5,11 @@
 //! Each such value is given a **code**: equal values get equal codes, counted from 0 in the
 //! order first seen. Every later step is then an array lookup by code instead of a join.
 //!
-//! A [`Dictionary`] holds only the codes (four bytes each) in its hash table; the value a code
-//! stands for stays where it lives (a frame's cells, or the strings encoded so far) and is read
-//! back through a `value_of` function to check a probe. So the table stays small enough for
-//! the cache to help, and no value is copied.
+//! A [`Dictionary`] holds only the codes in its hash table (four bytes each, with four of the
+//! value's hash beside them, so a probe reads one cache line); the value a code stands for
+//! stays where it lives (a frame's cells, or the strings encoded so far) and is read back
+//! through a `value_of` function to check a probe. So the table stays small enough for the
+//! cache to help, and no value is copied.
 //!
 //! **Guess before hashing.** Rows come in runs: a try's journal rows share their key, a run's
 //! tries their interval, and the sources are read in much the same order (the journal as it
@@ -17,6 +18,11 @@
 //! a guess and compare the value with the guess and the code after it before hashing. A guess
 //! counts only when its value is the value: the codes are the ones hashing gives, in any row
 //! order.
+//!
+//! **Ask for memory ahead when rows come in no order.** Then a guess misses, and coding a value
+//! waits on memory the cache does not hold. [`Dictionary::encode_all`] codes many values at
+//! once, asking for the memory of the values a few rows on while it codes this one;
+//! [`TextDictionary::encode`] uses it for a column whose first cells show no order.
 //!
 //! [`TextDictionary`] codes the cells of text columns (operation keys, object ids).
 
@@ -28,11 +34,23 @@ use polars::prelude::{PlRandomState, StringChunked};
 pub const NULL: u32 = u32::MAX;
 
 /// Dense codes for values that live elsewhere: see the module documentation.
+///
+/// The table is open addressing with linear probing: a slot holds a value's code and the high
+/// 32 bits of its hash (the tag, never 0; 0 marks an empty slot), at the slot the hash's
+/// highest bits name (its home) or the first free one after it. At most three quarters of the
+/// slots are used. The home is read off the tag, so the table grows without the
+/// values being read again.
 #[derive(Default)]
 pub struct Dictionary {
-    table: hashbrown::HashTable<u32>,
+    slots: Vec<Slot>,
     hasher: PlRandomState,
     len: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    tag: u32,
+    code: u32,
 }
 
 /// What [`Dictionary::encode`] found.
@@ -53,12 +71,40 @@ impl Encoded {
     }
 }
 
+/// The tag a hash leaves in its slot: its high half, never 0.
+#[inline]
+fn tag(hash: u64) -> u32 {
+    (hash >> 32) as u32 | 1
+}
+
+/// Asks the processor to bring the memory at `at` into its cache (a hint: nothing waits for it,
+/// and nothing is read). Elsewhere than on x86-64 it does nothing.
+#[inline(always)]
+fn prefetch<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing and cannot fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(at.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 impl Dictionary {
     pub fn with_capacity(capacity: usize) -> Dictionary {
         Dictionary {
-            table: hashbrown::HashTable::with_capacity(capacity),
+            slots: vec![Slot::default(); Self::slots_for(capacity)],
             hasher: PlRandomState::default(),
             len: 0,
+        }
+    }
+
+    /// The slots a table of `values` values needs: a power of two, at most three quarters used.
+    fn slots_for(values: usize) -> usize {
+        if values == 0 {
+            0
+        } else {
+            (values + values / 3 + 1).next_power_of_two().max(8)
         }
     }
 
@@ -71,11 +117,25 @@ impl Dictionary {
         self.len == 0
     }
 
-    /// Makes room for `more` codes; `value_of` gives the value of each code already given.
-    pub fn reserve<V: Hash>(&mut self, more: usize, value_of: impl Fn(u32) -> V) {
-        let hasher = &self.hasher;
-        self.table
-            .reserve(more, |&code| hasher.hash_one(value_of(code)));
+    /// Moves every code into a table of `slots` slots, each to its home there (from its tag):
+    /// the table grows (doubling) without reading a value, in one pass over the slots.
+    fn resize(&mut self, slots: usize) {
+        let mut table = vec![Slot::default(); slots];
+        let (mask, shift) = (slots - 1, 32 - slots.trailing_zeros());
+        for slot in self.slots.iter().filter(|slot| slot.tag != 0) {
+            let mut at = (slot.tag >> shift) as usize;
+            while table[at].tag != 0 {
+                at = (at + 1) & mask;
+            }
+            table[at] = *slot;
+        }
+        self.slots = table;
+    }
+
+    /// The slot where the value with hash `hash` is looked for first: the hash's highest bits.
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        (hash >> (64 - self.slots.len().trailing_zeros())) as usize
     }
 
     /// The guess (see the module documentation), if it or the code after it is `value`'s.
@@ -94,6 +154,30 @@ impl Dictionary {
         (next < self.len && value_of(next) == *value).then_some(next)
     }
 
+    /// The code of `value` (whose hash is `hash`) if it has one, else the slot where it would
+    /// go.
+    #[inline]
+    fn probe<V: Eq>(
+        &self,
+        value: &V,
+        hash: u64,
+        value_of: &impl Fn(u32) -> V,
+    ) -> Result<u32, usize> {
+        let mask = self.slots.len() - 1;
+        let tag = tag(hash);
+        let mut at = self.home(hash);
+        loop {
+            let slot = self.slots[at];
+            if slot.tag == 0 {
+                return Err(at);
+            }
+            if slot.tag == tag && value_of(slot.code) == *value {
+                return Ok(slot.code);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
     /// The code of `value`, None if it has none. `guess`: the code the row before got.
     #[inline]
     pub fn find<V: Hash + Eq>(
@@ -105,10 +189,11 @@ impl Dictionary {
         if let Some(code) = self.guessed(&value, guess, &value_of) {
             return Some(code);
         }
+        if self.slots.is_empty() {
+            return None;
+        }
         let hash = self.hasher.hash_one(&value);
-        self.table
-            .find(hash, |&code| value_of(code) == value)
-            .copied()
+        self.probe(&value, hash, &value_of).ok()
     }
 
     /// The code of `value`, giving it the next code if it has none. `guess`: the code the row
@@ -124,15 +209,237 @@ impl Dictionary {
             return Encoded::Known(code);
         }
         let hash = self.hasher.hash_one(&value);
-        if let Some(&code) = self.table.find(hash, |&code| value_of(code) == value) {
-            return Encoded::Known(code);
+        self.encode_hashed(value, hash, value_of)
+    }
+
+    /// [`encode`](Self::encode) for a value whose hash is known, without a guess.
+    #[inline]
+    fn encode_hashed<V: Hash + Eq>(
+        &mut self,
+        value: V,
+        hash: u64,
+        value_of: impl Fn(u32) -> V,
+    ) -> Encoded {
+        if (self.len() + 1) * 4 > self.slots.len() * 3 {
+            self.resize(Self::slots_for(self.len() * 2 + 8));
         }
-        let code = self.len;
-        let hasher = &self.hasher;
-        self.table
-            .insert_unique(hash, code, |&code| hasher.hash_one(value_of(code)));
-        self.len += 1;
-        Encoded::New(code)
+        match self.probe(&value, hash, &value_of) {
+            Ok(code) => Encoded::Known(code),
+            Err(at) => {
+                let code = self.len;
+                self.slots[at] = Slot {
+                    tag: tag(hash),
+                    code,
+                };
+                self.len += 1;
+                Encoded::New(code)
+            }
+        }
+    }
+
+    /// [`encode`](Self::encode) for many values in turn (None: a NULL, coded [`NULL`]; about
+    /// `count` of them). `coded` holds the value of each code (`coded[code]`), and each value
+    /// given a new code is pushed onto it; `bytes_of` gives where a value keeps its bytes
+    /// when they are elsewhere (a string's), else None. The codes are the ones coding the
+    /// values one by one gives.
+    ///
+    /// The first [`SAMPLE`](Self::SAMPLE) values are coded one by one with guesses. Where
+    /// those that had codes mostly had the one guessed (the values come in runs, in order),
+    /// the others are too. Else (they come in no order, or are all new, where a guess cannot
+    /// help), they are coded asking for their memory ahead ([`ahead`](Self::ahead)).
+    pub fn encode_all<V: Hash + Eq + Copy>(
+        &mut self,
+        mut values: impl Iterator<Item = Option<V>>,
+        count: usize,
+        coded: &mut Vec<V>,
+        bytes_of: impl Fn(&V) -> Option<*const u8>,
+    ) -> Vec<u32> {
+        let mut codes = Vec::with_capacity(count);
+        let mut sample = Sample::default();
+        for value in values.by_ref().take(Self::SAMPLE) {
+            let Some(value) = value else {
+                codes.push(NULL);
+                continue;
+            };
+            let encoded = self.encode(value, sample.guess, |code| coded[code as usize]);
+            if let Encoded::New(_) = encoded {
+                coded.push(value);
+            }
+            sample.saw(matches!(encoded, Encoded::Known(_)), encoded.code());
+            codes.push(encoded.code());
+        }
+        if sample.in_order() {
+            let mut guess = sample.guess;
+            codes.extend(values.map(|value| {
+                let Some(value) = value else { return NULL };
+                let encoded = self.encode(value, guess, |code| coded[code as usize]);
+                if let Encoded::New(_) = encoded {
+                    coded.push(value);
+                }
+                guess = Some(encoded.code());
+                encoded.code()
+            }));
+            return codes;
+        }
+        let mut block: Vec<Option<V>> = Vec::with_capacity(Self::BLOCK);
+        let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
+        loop {
+            if !self.next_block(&mut values, &mut block, &mut hashes) {
+                return codes;
+            }
+            for (at, value) in block.iter().enumerate() {
+                self.ahead(&hashes, at, coded, &bytes_of);
+                let Some(value) = *value else {
+                    codes.push(NULL);
+                    continue;
+                };
+                let encoded = self.encode_hashed(value, hashes[at], |code| coded[code as usize]);
+                if let Encoded::New(_) = encoded {
+                    coded.push(value);
+                }
+                codes.push(encoded.code());
+            }
+        }
+    }
+
+    /// [`find`](Self::find) for many values in turn: each one's code, [`NULL`] for a NULL and
+    /// for a value without a code. `coded` and `bytes_of` as [`encode_all`](Self::encode_all)
+    /// takes them, and like it, by guesses or asking for memory ahead.
+    pub fn find_all<V: Hash + Eq + Copy>(
+        &self,
+        mut values: impl Iterator<Item = Option<V>>,
+        count: usize,
+        coded: &[V],
+        bytes_of: impl Fn(&V) -> Option<*const u8>,
+    ) -> Vec<u32> {
+        let value_of = |code: u32| coded[code as usize];
+        let mut codes = Vec::with_capacity(count);
+        let mut sample = Sample::default();
+        for value in values.by_ref().take(Self::SAMPLE) {
+            let found = value.and_then(|value| self.find(value, sample.guess, value_of));
+            if let Some(code) = found {
+                sample.saw(true, code);
+            }
+            codes.push(found.unwrap_or(NULL));
+        }
+        if sample.in_order() {
+            let mut guess = sample.guess;
+            codes.extend(values.map(|value| {
+                let found = value.and_then(|value| self.find(value, guess, value_of));
+                guess = found.or(guess);
+                found.unwrap_or(NULL)
+            }));
+            return codes;
+        }
+        let mut block: Vec<Option<V>> = Vec::with_capacity(Self::BLOCK);
+        let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
+        while self.next_block(&mut values, &mut block, &mut hashes) {
+            for (at, value) in block.iter().enumerate() {
+                self.ahead(&hashes, at, coded, &bytes_of);
+                let found = value.and_then(|value| {
+                    if self.slots.is_empty() {
+                        return None;
+                    }
+                    self.probe(&value, hashes[at], &value_of).ok()
+                });
+                codes.push(found.unwrap_or(NULL));
+            }
+        }
+        codes
+    }
+
+    /// Takes the next [`BLOCK`](Self::BLOCK) values into `block` and their hashes into
+    /// `hashes`; false when none was left.
+    fn next_block<V: Hash>(
+        &self,
+        values: &mut impl Iterator<Item = Option<V>>,
+        block: &mut Vec<Option<V>>,
+        hashes: &mut Vec<u64>,
+    ) -> bool {
+        block.clear();
+        block.extend(values.by_ref().take(Self::BLOCK));
+        hashes.clear();
+        hashes.extend(block.iter().map(|value| {
+            value
+                .as_ref()
+                .map_or(0, |value| self.hasher.hash_one(value))
+        }));
+        !block.is_empty()
+    }
+
+    /// Coding or finding values that come in no order waits on memory the cache does not
+    /// hold: a value's slot, then the value of the code there (`coded`), then its bytes, when
+    /// it keeps them elsewhere. One value after another, the processor would wait for each in
+    /// turn. So while the value at `at` in a block is coded, this asks for the slot of the
+    /// value [`AHEAD`](Self::AHEAD) on, and for the value (and its bytes) in the slot of the
+    /// one half as far on: by the time those are coded, their memory is mostly in the cache.
+    #[inline]
+    fn ahead<V>(
+        &self,
+        hashes: &[u64],
+        at: usize,
+        coded: &[V],
+        bytes_of: &impl Fn(&V) -> Option<*const u8>,
+    ) {
+        if self.slots.is_empty() {
+            return;
+        }
+        if let Some(hash) = hashes.get(at + Self::AHEAD) {
+            prefetch(&self.slots[self.home(*hash)]);
+        }
+        if let Some(hash) = hashes.get(at + Self::AHEAD / 2) {
+            let slot = self.slots[self.home(*hash)];
+            if slot.tag == tag(*hash)
+                && let Some(value) = coded.get(slot.code as usize)
+            {
+                prefetch(value);
+                if let Some(bytes) = bytes_of(value) {
+                    prefetch(bytes);
+                }
+            }
+        }
+    }
+
+    /// How many values [`encode_all`](Self::encode_all) and [`find_all`](Self::find_all) code
+    /// one by one before they choose how to code the others.
+    const SAMPLE: usize = 4096;
+
+    /// How many values are hashed at a time when memory is asked for ahead.
+    const BLOCK: usize = 4096;
+
+    /// How many values on memory is asked for.
+    const AHEAD: usize = 16;
+}
+
+/// What the first values coded in turn say of their order (see [`Dictionary::encode_all`]).
+#[derive(Default)]
+struct Sample {
+    /// The code of the last value with one: the next value's guess.
+    guess: Option<u32>,
+    /// Values that had a code, and had the one guessed (or the one after it).
+    guessed: usize,
+    /// Values that had a code, and not the one guessed.
+    hashed: usize,
+}
+
+impl Sample {
+    /// Records a value's code; `known`: it had one before.
+    fn saw(&mut self, known: bool, code: u32) {
+        if known {
+            if self
+                .guess
+                .is_some_and(|guess| code == guess || code == guess + 1)
+            {
+                self.guessed += 1;
+            } else {
+                self.hashed += 1;
+            }
+        }
+        self.guess = Some(code);
+    }
+
+    fn in_order(&self) -> bool {
+        self.guessed > self.hashed
     }
 }
 
@@ -171,6 +478,24 @@ impl<V: Copy + Hash + Eq> CopiedDictionary<V> {
             .find(value, guess, |code| self.values[code as usize])
     }
 
+    /// [`encode`](Self::encode) for many values in turn ([`Dictionary::encode_all`]), about
+    /// `count` of them; None codes as [`NULL`].
+    pub fn encode_all(
+        &mut self,
+        values: impl Iterator<Item = Option<V>>,
+        count: usize,
+    ) -> Vec<u32> {
+        self.dictionary
+            .encode_all(values, count, &mut self.values, |_| None)
+    }
+
+    /// [`find`](Self::find) for many values in turn ([`Dictionary::find_all`]): [`NULL`] for
+    /// None and for a value without a code.
+    pub fn find_all(&self, values: impl Iterator<Item = Option<V>>, count: usize) -> Vec<u32> {
+        self.dictionary
+            .find_all(values, count, &self.values, |_| None)
+    }
+
     /// How many values have codes: every code is below it.
     pub fn len(&self) -> usize {
         self.values.len()
@@ -191,12 +516,14 @@ pub struct TextDictionary<'a> {
 }
 
 impl<'a> TextDictionary<'a> {
-    /// The code of each cell ([`NULL`] for a NULL cell), giving new strings new codes.
+    /// The code of each cell ([`NULL`] for a NULL cell), giving new strings new codes
+    /// ([`Dictionary::encode_all`]: by guesses where the cells come in order, else asking for
+    /// their memory ahead).
     pub fn encode(&mut self, column: &'a StringChunked) -> Vec<u32> {
-        let texts = &self.texts;
         self.dictionary
-            .reserve(column.len(), |code| texts[code as usize]);
-        self.encode_cells(column.iter())
+            .encode_all(column.iter(), column.len(), &mut self.texts, |text| {
+                Some(text.as_ptr())
+            })
     }
 
     /// `encode` for cells read any way (a column's chosen rows, say), in the order given.
@@ -309,6 +636,120 @@ mod tests {
         assert_eq!(dictionary.find("key 9999", None, value_of), Some(9_999));
         assert_eq!(dictionary.find("key 10000", None, value_of), None);
         assert_eq!(dictionary.len(), 10_000);
+    }
+
+    /// Cells in no order: `count` cells of `distinct` strings, some NULL, shuffled.
+    fn disordered(count: usize, distinct: usize) -> Vec<Option<String>> {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        (0..count)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let n = (state >> 33) as usize % (distinct + distinct / 10);
+                (n < distinct).then(|| format!("key {n}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn coding_all_at_once_gives_the_codes_of_coding_one_by_one() {
+        let cells = disordered(30_000, 8_000);
+        let known: Vec<String> = (0..500).map(|n| format!("key {}", n * 3)).collect();
+        // Both dictionaries start with codes for some of the strings.
+        let (mut one_by_one, mut all_at_once) = (Dictionary::default(), Dictionary::default());
+        let (mut coded_one, mut coded_all): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+        for value in &known {
+            one_by_one.encode(value.as_str(), None, |code| coded_one[code as usize]);
+            coded_one.push(value);
+            all_at_once.encode(value.as_str(), None, |code| coded_all[code as usize]);
+            coded_all.push(value);
+        }
+        let expected: Vec<u32> = cells
+            .iter()
+            .map(|cell| match cell {
+                None => NULL,
+                Some(value) => {
+                    let encoded =
+                        one_by_one.encode(value.as_str(), None, |code| coded_one[code as usize]);
+                    if let Encoded::New(_) = encoded {
+                        coded_one.push(value);
+                    }
+                    encoded.code()
+                }
+            })
+            .collect();
+        let values = cells.iter().map(Option::as_deref);
+        let codes = all_at_once.encode_all(values, cells.len(), &mut coded_all, |text| {
+            Some(text.as_ptr())
+        });
+        assert_eq!(codes, expected);
+        assert_eq!(coded_all, coded_one);
+        assert_eq!(all_at_once.len(), one_by_one.len());
+        // The table still finds every value, and only those.
+        for (code, value) in coded_all.iter().enumerate() {
+            let found = all_at_once.find(*value, None, |code| coded_all[code as usize]);
+            assert_eq!(found, Some(code as u32));
+        }
+        assert_eq!(
+            all_at_once.find("key 8001", None, |code| coded_all[code as usize]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_column_in_no_order_is_coded_as_its_cells_one_by_one() {
+        let cells = disordered(20_000, 6_000);
+        let column: StringChunked = cells.iter().map(Option::as_deref).collect();
+        let known = column_of(&["key 5", "key 17"]);
+        let mut whole = TextDictionary::default();
+        whole.encode(&known);
+        let mut each = TextDictionary::default();
+        each.encode(&known);
+        let expected = each.encode_cells(column.iter());
+        assert_eq!(whole.encode(&column), expected);
+        assert_eq!(whole.len(), each.len());
+        assert_eq!(whole.code("key 17"), Some(1));
+        assert_eq!(
+            whole.text(whole.len() as u32 - 1),
+            each.text(each.len() as u32 - 1)
+        );
+    }
+
+    fn column_of(cells: &[&str]) -> StringChunked {
+        cells.iter().copied().map(Some).collect()
+    }
+
+    #[test]
+    fn tuples_are_coded_and_found_all_at_once_as_one_by_one() {
+        // Runs of a value (in order), then the same values in no order.
+        let in_order: Vec<Option<(u32, i64)>> = (0..12_000)
+            .map(|row| (row % 7 != 0).then_some((row / 3, row as i64 / 3)))
+            .collect();
+        let mut shuffled = in_order.clone();
+        let mut state = 7_u64;
+        for row in (1..shuffled.len()).rev() {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            shuffled.swap(row, (state >> 33) as usize % (row + 1));
+        }
+        for values in [&in_order, &shuffled] {
+            let mut all = CopiedDictionary::with_capacity(0);
+            let mut each = CopiedDictionary::with_capacity(0);
+            let codes = all.encode_all(values.iter().copied(), values.len());
+            let expected: Vec<u32> = values
+                .iter()
+                .map(|value| value.map_or(NULL, |value| each.encode(value, None).code()))
+                .collect();
+            assert_eq!(codes, expected);
+            // Found again, and values without a code are NULL.
+            let mut asked = values.clone();
+            asked.push(Some((99_999, 0)));
+            let mut found = expected.clone();
+            found.push(NULL);
+            assert_eq!(all.find_all(asked.iter().copied(), asked.len()), found);
+        }
     }
 
     #[test]

@@ -747,25 +747,17 @@ struct Runs {
 
 impl Runs {
     fn of(tries: &CodedTryColumns) -> Runs {
-        let mut runs = Runs {
-            dictionary: CopiedDictionary::with_capacity(tries.dag.len()),
-            first_rows: Vec::new(),
-            of_try: Vec::with_capacity(tries.dag.len()),
-        };
-        let mut previous: Option<u32> = None;
-        for (row, (&dag, &run)) in tries.dag.iter().zip(&tries.run).enumerate() {
-            if dag == NULL || run == NULL {
-                runs.of_try.push(NULL);
-                continue;
-            }
-            let encoded = runs.dictionary.encode((dag, run), previous);
-            if let Encoded::New(_) = encoded {
-                runs.first_rows.push(row as IdxSize);
-            }
-            previous = Some(encoded.code());
-            runs.of_try.push(encoded.code());
+        let mut dictionary = CopiedDictionary::with_capacity(tries.dag.len());
+        let runs = tries.dag.iter().zip(&tries.run);
+        let of_try = dictionary.encode_all(
+            runs.map(|(&dag, &run)| (dag != NULL && run != NULL).then_some((dag, run))),
+            tries.dag.len(),
+        );
+        Runs {
+            first_rows: first_rows(&of_try, dictionary.len()),
+            dictionary,
+            of_try,
         }
-        runs
     }
 
     /// The code of a run (its dag and run id codes), None if no try has it.
@@ -799,30 +791,38 @@ impl TryIndex {
     /// Tries with a NULL among their `TRY` values are left out: no journal row can name them.
     /// Of tries with the same values, the first is the one found.
     fn new(tries: &CodedTryColumns) -> TryIndex {
-        let mut index = TryIndex {
-            dictionary: CopiedDictionary::with_capacity(tries.dag.len()),
-            first_rows: Vec::with_capacity(tries.dag.len()),
-        };
-        for row in 0..tries.dag.len() {
-            let Some(key) = complete(tries.values(row)) else {
-                continue;
-            };
-            if let Encoded::New(_) = index.dictionary.encode(key, None) {
-                index.first_rows.push(row as IdxSize);
-            }
+        let rows = tries.dag.len();
+        let mut dictionary = CopiedDictionary::with_capacity(rows);
+        let codes = dictionary.encode_all((0..rows).map(|row| complete(tries.values(row))), rows);
+        TryIndex {
+            first_rows: first_rows(&codes, dictionary.len()),
+            dictionary,
         }
-        index
     }
 
-    /// The code of the try `key` names; `guess`: the code the journal row before found.
-    fn code(&self, guess: Option<u32>, key: CodedTry) -> Option<u32> {
-        self.dictionary.find(key, guess)
+    /// The code of the try each of `rows` of `journal` names ([`NULL`] where none does).
+    fn codes(&self, journal: &CodedTryColumns, rows: Range<usize>) -> Vec<u32> {
+        let count = rows.len();
+        self.dictionary
+            .find_all(rows.map(|row| complete(journal.values(row))), count)
     }
 
     /// The row of a try's code.
     fn row(&self, code: u32) -> IdxSize {
         self.first_rows[code as usize]
     }
+}
+
+/// The first row of each code in `codes` (codes given in order of first row, [`NULL`] left
+/// out), `count` codes in all.
+fn first_rows(codes: &[u32], count: usize) -> Vec<IdxSize> {
+    let mut first_rows = Vec::with_capacity(count);
+    for (row, &code) in codes.iter().enumerate() {
+        if code as usize == first_rows.len() {
+            first_rows.push(row as IdxSize);
+        }
+    }
+    first_rows
 }
 
 /// For each journal row, a row of `tries` in its run (`dag_id`, `run_id`) and the row of its
@@ -838,28 +838,26 @@ fn journal_tries(
     // try. A try's rows are often read one after another: a row of the same try as the row
     // before it takes that row's answer without a lookup.
     let lookup = |part: Range<usize>| -> Vec<RunAndTry> {
-        let mut previous: Option<(TryValues, RunAndTry, Option<u32>)> = None;
-        part.map(|row| {
-            let values = journal.values(row);
-            match previous {
-                Some((before, found, _)) if before == values => found,
-                _ => {
-                    let own = complete(values).and_then(|key| {
-                        let guess = previous.and_then(|(.., code)| code);
-                        index.code(guess, key)
-                    });
-                    let own_row = own.map(|code| index.row(code));
-                    let run = || runs.get(values.0, values.1);
-                    let found = (
-                        own_row.or_else(|| run().map(|run| runs.first_row(run))),
-                        own_row,
-                    );
-                    previous = Some((values, found, own));
-                    found
+        let own_codes = index.codes(journal, part.clone());
+        let mut previous: Option<(TryValues, RunAndTry)> = None;
+        part.zip(own_codes)
+            .map(|(row, own)| {
+                let values = journal.values(row);
+                match previous {
+                    Some((before, found)) if before == values => found,
+                    _ => {
+                        let own_row = (own != NULL).then(|| index.row(own));
+                        let run = || runs.get(values.0, values.1);
+                        let found = (
+                            own_row.or_else(|| run().map(|run| runs.first_row(run))),
+                            own_row,
+                        );
+                        previous = Some((values, found));
+                        found
+                    }
                 }
-            }
-        })
-        .collect()
+            })
+            .collect()
     };
     let found = crate::parallel::concat_rows(journal.dag.len(), lookup);
     Ok((
