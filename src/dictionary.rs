@@ -80,7 +80,7 @@ fn tag(hash: u64) -> u32 {
 /// Asks the processor to bring the memory at `at` into its cache (a hint: nothing waits for it,
 /// and nothing is read). Elsewhere than on x86-64 it does nothing.
 #[inline(always)]
-fn prefetch<T>(at: *const T) {
+pub fn prefetch<T>(at: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch reads nothing and cannot fault, whatever the address.
     unsafe {
@@ -238,9 +238,8 @@ impl Dictionary {
     }
 
     /// [`encode`](Self::encode) for many values in turn (None: a NULL, coded [`NULL`]; about
-    /// `count` of them). `coded` holds the value of each code (`coded[code]`), and each value
-    /// given a new code is pushed onto it; `bytes_of` gives where a value keeps its bytes
-    /// when they are elsewhere (a string's), else None. The codes are the ones coding the
+    /// `count` of them). `coded` keeps the value of each code, and is given each value that
+    /// gets a new code, with its place among `values`. The codes are the ones coding the
     /// values one by one gives.
     ///
     /// The first [`SAMPLE`](Self::SAMPLE) values are coded one by one with guesses. Where
@@ -249,73 +248,71 @@ impl Dictionary {
     /// help), they are coded asking for their memory ahead ([`ahead`](Self::ahead)).
     pub fn encode_all<V: Hash + Eq + Copy>(
         &mut self,
-        mut values: impl Iterator<Item = Option<V>>,
+        values: impl Iterator<Item = Option<V>>,
         count: usize,
-        coded: &mut Vec<V>,
-        bytes_of: impl Fn(&V) -> Option<*const u8>,
+        coded: &mut impl Values<V>,
     ) -> Vec<u32> {
+        let mut values = values.enumerate();
         let mut codes = Vec::with_capacity(count);
         let mut sample = Sample::default();
-        for value in values.by_ref().take(Self::SAMPLE) {
+        for (at, value) in values.by_ref().take(Self::SAMPLE) {
             let Some(value) = value else {
                 codes.push(NULL);
                 continue;
             };
-            let encoded = self.encode(value, sample.guess, |code| coded[code as usize]);
+            let encoded = self.encode(value, sample.guess, |code| coded.value(code));
             if let Encoded::New(_) = encoded {
-                coded.push(value);
+                coded.add(value, at);
             }
             sample.saw(matches!(encoded, Encoded::Known(_)), encoded.code());
             codes.push(encoded.code());
         }
         if sample.in_order() {
             let mut guess = sample.guess;
-            codes.extend(values.map(|value| {
+            codes.extend(values.map(|(at, value)| {
                 let Some(value) = value else { return NULL };
-                let encoded = self.encode(value, guess, |code| coded[code as usize]);
+                let encoded = self.encode(value, guess, |code| coded.value(code));
                 if let Encoded::New(_) = encoded {
-                    coded.push(value);
+                    coded.add(value, at);
                 }
                 guess = Some(encoded.code());
                 encoded.code()
             }));
             return codes;
         }
-        let mut block: Vec<Option<V>> = Vec::with_capacity(Self::BLOCK);
+        let mut block: Vec<(usize, Option<V>)> = Vec::with_capacity(Self::BLOCK);
         let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
-        loop {
-            if !self.next_block(&mut values, &mut block, &mut hashes) {
-                return codes;
-            }
-            for (at, value) in block.iter().enumerate() {
-                self.ahead(&hashes, at, coded, &bytes_of);
-                let Some(value) = *value else {
+        while self.next_block(&mut values, &mut block, &mut hashes) {
+            for (index, &(at, value)) in block.iter().enumerate() {
+                self.ahead(&hashes, index, coded);
+                let Some(value) = value else {
                     codes.push(NULL);
                     continue;
                 };
-                let encoded = self.encode_hashed(value, hashes[at], |code| coded[code as usize]);
+                let encoded = self.encode_hashed(value, hashes[index], |code| coded.value(code));
                 if let Encoded::New(_) = encoded {
-                    coded.push(value);
+                    coded.add(value, at);
                 }
                 codes.push(encoded.code());
             }
         }
+        codes
     }
 
     /// [`find`](Self::find) for many values in turn: each one's code, [`NULL`] for a NULL and
-    /// for a value without a code. `coded` and `bytes_of` as [`encode_all`](Self::encode_all)
-    /// takes them, and like it, by guesses or asking for memory ahead.
+    /// for a value without a code; like [`encode_all`](Self::encode_all), by guesses or asking
+    /// for memory ahead.
     pub fn find_all<V: Hash + Eq + Copy>(
         &self,
-        mut values: impl Iterator<Item = Option<V>>,
+        values: impl Iterator<Item = Option<V>>,
         count: usize,
-        coded: &[V],
-        bytes_of: impl Fn(&V) -> Option<*const u8>,
+        coded: &impl Values<V>,
     ) -> Vec<u32> {
-        let value_of = |code: u32| coded[code as usize];
+        let value_of = |code: u32| coded.value(code);
+        let mut values = values.enumerate();
         let mut codes = Vec::with_capacity(count);
         let mut sample = Sample::default();
-        for value in values.by_ref().take(Self::SAMPLE) {
+        for (_, value) in values.by_ref().take(Self::SAMPLE) {
             let found = value.and_then(|value| self.find(value, sample.guess, value_of));
             if let Some(code) = found {
                 sample.saw(true, code);
@@ -324,23 +321,23 @@ impl Dictionary {
         }
         if sample.in_order() {
             let mut guess = sample.guess;
-            codes.extend(values.map(|value| {
+            codes.extend(values.map(|(_, value)| {
                 let found = value.and_then(|value| self.find(value, guess, value_of));
                 guess = found.or(guess);
                 found.unwrap_or(NULL)
             }));
             return codes;
         }
-        let mut block: Vec<Option<V>> = Vec::with_capacity(Self::BLOCK);
+        let mut block: Vec<(usize, Option<V>)> = Vec::with_capacity(Self::BLOCK);
         let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
         while self.next_block(&mut values, &mut block, &mut hashes) {
-            for (at, value) in block.iter().enumerate() {
-                self.ahead(&hashes, at, coded, &bytes_of);
+            for (index, &(_, value)) in block.iter().enumerate() {
+                self.ahead(&hashes, index, coded);
                 let found = value.and_then(|value| {
                     if self.slots.is_empty() {
                         return None;
                     }
-                    self.probe(&value, hashes[at], &value_of).ok()
+                    self.probe(&value, hashes[index], &value_of).ok()
                 });
                 codes.push(found.unwrap_or(NULL));
             }
@@ -352,14 +349,14 @@ impl Dictionary {
     /// `hashes`; false when none was left.
     fn next_block<V: Hash>(
         &self,
-        values: &mut impl Iterator<Item = Option<V>>,
-        block: &mut Vec<Option<V>>,
+        values: &mut impl Iterator<Item = (usize, Option<V>)>,
+        block: &mut Vec<(usize, Option<V>)>,
         hashes: &mut Vec<u64>,
     ) -> bool {
         block.clear();
         block.extend(values.by_ref().take(Self::BLOCK));
         hashes.clear();
-        hashes.extend(block.iter().map(|value| {
+        hashes.extend(block.iter().map(|(_, value)| {
             value
                 .as_ref()
                 .map_or(0, |value| self.hasher.hash_one(value))
@@ -368,19 +365,13 @@ impl Dictionary {
     }
 
     /// Coding or finding values that come in no order waits on memory the cache does not
-    /// hold: a value's slot, then the value of the code there (`coded`), then its bytes, when
-    /// it keeps them elsewhere. One value after another, the processor would wait for each in
-    /// turn. So while the value at `at` in a block is coded, this asks for the slot of the
-    /// value [`AHEAD`](Self::AHEAD) on, and for the value (and its bytes) in the slot of the
-    /// one half as far on: by the time those are coded, their memory is mostly in the cache.
+    /// hold: a value's slot, then the value of the code there. One value after another, the
+    /// processor would wait for each in turn. So while the value at `at` in a block is coded,
+    /// this asks for the slot of the value [`AHEAD`](Self::AHEAD) on, and for the value of the
+    /// code in the slot of the one half as far on ([`Values::ask`]): by the time those are
+    /// coded, their memory is mostly in the cache.
     #[inline]
-    fn ahead<V>(
-        &self,
-        hashes: &[u64],
-        at: usize,
-        coded: &[V],
-        bytes_of: &impl Fn(&V) -> Option<*const u8>,
-    ) {
+    fn ahead<V>(&self, hashes: &[u64], at: usize, coded: &impl Values<V>) {
         if self.slots.is_empty() {
             return;
         }
@@ -389,13 +380,8 @@ impl Dictionary {
         }
         if let Some(hash) = hashes.get(at + Self::AHEAD / 2) {
             let slot = self.slots[self.home(*hash)];
-            if slot.tag == tag(*hash)
-                && let Some(value) = coded.get(slot.code as usize)
-            {
-                prefetch(value);
-                if let Some(bytes) = bytes_of(value) {
-                    prefetch(bytes);
-                }
+            if slot.tag == tag(*hash) {
+                coded.ask(slot.code);
             }
         }
     }
@@ -443,6 +429,54 @@ impl Sample {
     }
 }
 
+/// Where the values of a dictionary's codes are kept, for [`Dictionary::encode_all`] and
+/// [`Dictionary::find_all`].
+pub trait Values<V> {
+    /// The value of `code`.
+    fn value(&self, code: u32) -> V;
+    /// Keeps `value` as the value of the next code; `at`: its place among the values coded.
+    fn add(&mut self, value: V, at: usize);
+    /// Asks for the memory that reading the value of `code` will need ([`prefetch`]); a code
+    /// the values do not have yet asks for nothing.
+    fn ask(&self, code: u32);
+}
+
+/// Values kept in a vector, by code.
+impl<V: Copy> Values<V> for Vec<V> {
+    fn value(&self, code: u32) -> V {
+        self[code as usize]
+    }
+
+    fn add(&mut self, value: V, _at: usize) {
+        self.push(value);
+    }
+
+    fn ask(&self, code: u32) {
+        if let Some(value) = self.get(code as usize) {
+            prefetch(value);
+        }
+    }
+}
+
+/// Strings borrowed from the columns that first had them, by code.
+struct Texts<'v, 'a>(&'v mut Vec<&'a str>);
+
+impl<'a> Values<&'a str> for Texts<'_, 'a> {
+    fn value(&self, code: u32) -> &'a str {
+        self.0[code as usize]
+    }
+
+    fn add(&mut self, text: &'a str, _at: usize) {
+        self.0.push(text);
+    }
+
+    fn ask(&self, code: u32) {
+        if let Some(text) = self.0.get(code as usize) {
+            prefetch(text.as_ptr());
+        }
+    }
+}
+
 /// Codes for small values that are cheap to copy (tuples of codes and integers: runs, tries,
 /// intervals): each code's value is kept in an array here, so checking a probe reads one
 /// packed entry instead of the frames the value came from.
@@ -485,15 +519,13 @@ impl<V: Copy + Hash + Eq> CopiedDictionary<V> {
         values: impl Iterator<Item = Option<V>>,
         count: usize,
     ) -> Vec<u32> {
-        self.dictionary
-            .encode_all(values, count, &mut self.values, |_| None)
+        self.dictionary.encode_all(values, count, &mut self.values)
     }
 
     /// [`find`](Self::find) for many values in turn ([`Dictionary::find_all`]): [`NULL`] for
     /// None and for a value without a code.
     pub fn find_all(&self, values: impl Iterator<Item = Option<V>>, count: usize) -> Vec<u32> {
-        self.dictionary
-            .find_all(values, count, &self.values, |_| None)
+        self.dictionary.find_all(values, count, &self.values)
     }
 
     /// How many values have codes: every code is below it.
@@ -521,9 +553,7 @@ impl<'a> TextDictionary<'a> {
     /// their memory ahead).
     pub fn encode(&mut self, column: &'a StringChunked) -> Vec<u32> {
         self.dictionary
-            .encode_all(column.iter(), column.len(), &mut self.texts, |text| {
-                Some(text.as_ptr())
-            })
+            .encode_all(column.iter(), column.len(), &mut Texts(&mut self.texts))
     }
 
     /// `encode` for cells read any way (a column's chosen rows, say), in the order given.
@@ -680,9 +710,7 @@ mod tests {
             })
             .collect();
         let values = cells.iter().map(Option::as_deref);
-        let codes = all_at_once.encode_all(values, cells.len(), &mut coded_all, |text| {
-            Some(text.as_ptr())
-        });
+        let codes = all_at_once.encode_all(values, cells.len(), &mut Texts(&mut coded_all));
         assert_eq!(codes, expected);
         assert_eq!(coded_all, coded_one);
         assert_eq!(all_at_once.len(), one_by_one.len());

@@ -4,7 +4,7 @@
 use polars::prelude::*;
 
 use crate::cells::{IntArray, one_chunk};
-use crate::dictionary::{Dictionary, Encoded, NULL as NONE};
+use crate::dictionary::{Dictionary, NULL as NONE, Values, prefetch};
 use crate::error::Result;
 
 /// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, coded. Pipelines are
@@ -15,7 +15,7 @@ use crate::error::Result;
 pub struct Intervals {
     /// The intervals' codes; an interval's value is the parts of the try that first had it.
     dictionary: Dictionary,
-    first_tries: Vec<u32>,
+    first_tries: Vec<IdxSize>,
     /// The parts of each try's key.
     parts: IntervalParts,
     /// Each try's interval; None where one of its parts is NULL (it matches no object).
@@ -55,6 +55,41 @@ impl IntervalParts {
             self.iv_end.get(row),
         )
     }
+
+    /// Asks for the memory [`key`](Self::key) reads for `row` ([`prefetch`]).
+    fn ask(&self, row: usize) {
+        if row < self.pipeline.len() {
+            prefetch(self.pipeline.values().as_ptr().wrapping_add(row));
+            prefetch(self.map_index.values().as_ptr().wrapping_add(row));
+            prefetch(self.iv_start.values().as_ptr().wrapping_add(row));
+            prefetch(self.iv_end.values().as_ptr().wrapping_add(row));
+        }
+    }
+}
+
+/// The intervals coded so far, each read back from the first row that had it: its row in
+/// `rows` when the values coded are those rows' keys, else its row in the frame.
+struct FirstRows<'p> {
+    parts: &'p IntervalParts,
+    firsts: &'p mut Vec<IdxSize>,
+    rows: Option<&'p [IdxSize]>,
+}
+
+impl Values<IntervalKey> for FirstRows<'_> {
+    fn value(&self, code: u32) -> IntervalKey {
+        self.parts.key(self.firsts[code as usize] as usize)
+    }
+
+    fn add(&mut self, _key: IntervalKey, at: usize) {
+        let row = self.rows.map_or(at as IdxSize, |rows| rows[at]);
+        self.firsts.push(row);
+    }
+
+    fn ask(&self, code: u32) {
+        if let Some(&row) = self.firsts.get(code as usize) {
+            self.parts.ask(row as usize);
+        }
+    }
 }
 
 /// (pipeline, which of the others are NULL, map index, interval start, interval end), packed
@@ -81,40 +116,36 @@ fn interval_key(
 impl Intervals {
     pub fn of(tries: &DataFrame) -> Result<Intervals> {
         let parts = IntervalParts::of(tries)?;
-        let mut intervals = Intervals {
-            dictionary: Dictionary::with_capacity(tries.height()),
-            first_tries: Vec::new(),
+        let rows = tries.height();
+        let mut dictionary = Dictionary::with_capacity(rows);
+        let mut first_tries = Vec::new();
+        // Each try's interval, NULL parts and all, for ordering its tries. A try's retries
+        // often follow it: coded in turn, the interval of the try before is the guess.
+        let ordering = dictionary.encode_all(
+            (0..rows).map(|row| Some(parts.key(row))),
+            rows,
+            &mut FirstRows {
+                parts: &parts,
+                firsts: &mut first_tries,
+                rows: None,
+            },
+        );
+        let of_try = ordering
+            .iter()
+            .enumerate()
+            .map(|(row, &group)| {
+                let key = parts.key(row);
+                let complete = key.0 != NONE && key.1 == 0;
+                complete.then_some(group)
+            })
+            .collect();
+        Ok(Intervals {
+            dictionary,
+            first_tries,
             parts,
-            of_try: Vec::with_capacity(tries.height()),
-            ended: Vec::new(),
-        };
-        // Each try's interval, NULL parts and all, for ordering its tries.
-        let mut ordering = Vec::with_capacity(tries.height());
-        // A try's retries often follow it: the interval of the try before is the guess.
-        let mut previous: Option<u32> = None;
-        for row in 0..tries.height() {
-            let key = intervals.parts.key(row);
-            let group = intervals.add(key, row as u32, previous);
-            previous = Some(group);
-            ordering.push(group);
-            let complete = key.0 != NONE && key.1 == 0;
-            intervals.of_try.push(complete.then_some(group));
-        }
-        intervals.ended = earlier_tries_ended(tries, &ordering)?;
-        Ok(intervals)
-    }
-
-    /// The code of the interval `key`, coding it (with `first_try` as the try that first had
-    /// it) if it has none yet; `guess`: the code of the try before.
-    fn add(&mut self, key: IntervalKey, first_try: u32, guess: Option<u32>) -> u32 {
-        let (parts, firsts) = (&self.parts, &self.first_tries);
-        let encoded = self
-            .dictionary
-            .encode(key, guess, |n| parts.key(firsts[n as usize] as usize));
-        if let Encoded::New(_) = encoded {
-            self.first_tries.push(first_try);
-        }
-        encoded.code()
+            of_try,
+            ended: earlier_tries_ended(tries, &ordering)?,
+        })
     }
 
     /// The code of the interval `key`, None if no try has it.
@@ -226,20 +257,14 @@ pub fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize
     let parts = IntervalParts::of(frame)?;
     let mut dictionary = Dictionary::with_capacity(rows.len());
     let mut first_rows: Vec<IdxSize> = Vec::new();
-    let mut previous: Option<u32> = None;
-    let codes = rows
-        .iter()
-        .map(|&row| {
-            let key = parts.key(row as usize);
-            let encoded = dictionary.encode(key, previous, |n| {
-                parts.key(first_rows[n as usize] as usize)
-            });
-            if let Encoded::New(_) = encoded {
-                first_rows.push(row);
-            }
-            previous = Some(encoded.code());
-            encoded.code()
-        })
-        .collect();
+    let codes = dictionary.encode_all(
+        rows.iter().map(|&row| Some(parts.key(row as usize))),
+        rows.len(),
+        &mut FirstRows {
+            parts: &parts,
+            firsts: &mut first_rows,
+            rows: Some(rows),
+        },
+    );
     Ok((codes, first_rows.len()))
 }
