@@ -250,7 +250,7 @@ impl Dictionary {
         &mut self,
         values: impl Iterator<Item = Option<V>>,
         count: usize,
-        coded: &mut impl Values<V>,
+        coded: &mut impl Coded<V>,
     ) -> Vec<u32> {
         let mut values = values.enumerate();
         let mut codes = Vec::with_capacity(count);
@@ -429,26 +429,25 @@ impl Sample {
     }
 }
 
-/// Where the values of a dictionary's codes are kept, for [`Dictionary::encode_all`] and
-/// [`Dictionary::find_all`].
+/// Where the values of a dictionary's codes are kept, for [`Dictionary::find_all`].
 pub trait Values<V> {
     /// The value of `code`.
     fn value(&self, code: u32) -> V;
-    /// Keeps `value` as the value of the next code; `at`: its place among the values coded.
-    fn add(&mut self, value: V, at: usize);
     /// Asks for the memory that reading the value of `code` will need ([`prefetch`]); a code
     /// the values do not have yet asks for nothing.
     fn ask(&self, code: u32);
+}
+
+/// [`Values`] that new codes' values are added to, for [`Dictionary::encode_all`].
+pub trait Coded<V>: Values<V> {
+    /// Keeps `value` as the value of the next code; `at`: its place among the values coded.
+    fn add(&mut self, value: V, at: usize);
 }
 
 /// Values kept in a vector, by code.
 impl<V: Copy> Values<V> for Vec<V> {
     fn value(&self, code: u32) -> V {
         self[code as usize]
-    }
-
-    fn add(&mut self, value: V, _at: usize) {
-        self.push(value);
     }
 
     fn ask(&self, code: u32) {
@@ -458,22 +457,34 @@ impl<V: Copy> Values<V> for Vec<V> {
     }
 }
 
-/// Strings borrowed from the columns that first had them, by code.
-struct Texts<'v, 'a>(&'v mut Vec<&'a str>);
-
-impl<'a> Values<&'a str> for Texts<'_, 'a> {
-    fn value(&self, code: u32) -> &'a str {
-        self.0[code as usize]
+impl<V: Copy> Coded<V> for Vec<V> {
+    fn add(&mut self, value: V, _at: usize) {
+        self.push(value);
     }
+}
 
-    fn add(&mut self, text: &'a str, _at: usize) {
-        self.0.push(text);
+/// Strings borrowed from the columns that first had them, by code: asking for one asks for
+/// its bytes.
+struct Texts<T>(T);
+
+impl<'a, 'c, T: std::ops::Deref<Target = Vec<&'a str>>> Values<&'c str> for Texts<T>
+where
+    'a: 'c,
+{
+    fn value(&self, code: u32) -> &'c str {
+        self.0[code as usize]
     }
 
     fn ask(&self, code: u32) {
         if let Some(text) = self.0.get(code as usize) {
             prefetch(text.as_ptr());
         }
+    }
+}
+
+impl<'a> Coded<&'a str> for Texts<&mut Vec<&'a str>> {
+    fn add(&mut self, text: &'a str, _at: usize) {
+        self.0.push(text);
     }
 }
 
@@ -580,13 +591,12 @@ impl<'a> TextDictionary<'a> {
         codes
     }
 
-    /// The code of each cell; [`NULL`] for NULL cells and strings without a code.
+    /// The code of each cell; [`NULL`] for NULL cells and strings without a code
+    /// ([`Dictionary::find_all`]: by guesses where the cells come in order, else asking for
+    /// their memory ahead).
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
-        each_cell(column.iter(), |text, guess| {
-            self.dictionary
-                .find(text, guess, |code| self.texts[code as usize])
-                .unwrap_or(NULL)
-        })
+        self.dictionary
+            .find_all(column.iter(), column.len(), &Texts(&self.texts))
     }
 
     /// The code of a string, None if it has none.

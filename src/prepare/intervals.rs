@@ -4,7 +4,7 @@
 use polars::prelude::*;
 
 use crate::cells::{IntArray, one_chunk};
-use crate::dictionary::{Dictionary, NULL as NONE, Values, prefetch};
+use crate::dictionary::{Coded, Dictionary, NULL as NONE, Values, prefetch};
 use crate::error::Result;
 
 /// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, coded. Pipelines are
@@ -80,15 +80,17 @@ impl Values<IntervalKey> for FirstRows<'_> {
         self.parts.key(self.firsts[code as usize] as usize)
     }
 
-    fn add(&mut self, _key: IntervalKey, at: usize) {
-        let row = self.rows.map_or(at as IdxSize, |rows| rows[at]);
-        self.firsts.push(row);
-    }
-
     fn ask(&self, code: u32) {
         if let Some(&row) = self.firsts.get(code as usize) {
             self.parts.ask(row as usize);
         }
+    }
+}
+
+impl Coded<IntervalKey> for FirstRows<'_> {
+    fn add(&mut self, _key: IntervalKey, at: usize) {
+        let row = self.rows.map_or(at as IdxSize, |rows| rows[at]);
+        self.firsts.push(row);
     }
 }
 
