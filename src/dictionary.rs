@@ -790,6 +790,36 @@ mod tests {
         }
     }
 
+    /// The choice between guessing and asking ahead: runs of a value, and new values coded in
+    /// order, are in order; values that had codes far from the guess are not.
+    #[test]
+    fn rows_in_runs_are_told_from_rows_in_no_order() {
+        let mut runs = Sample::default();
+        let seen = [
+            (false, 0),
+            (true, 0),
+            (false, 1),
+            (true, 1),
+            (true, 1),
+            (false, 2),
+        ];
+        for (known, code) in seen {
+            runs.saw(known, code);
+        }
+        assert!(runs.in_order());
+        let mut scattered = Sample::default();
+        for code in [5, 90, 3, 41, 41, 17, 60] {
+            scattered.saw(true, code);
+        }
+        assert!(!scattered.in_order());
+        // All new: nothing to guess, so the values are asked for ahead.
+        let mut new = Sample::default();
+        for code in 0..10 {
+            new.saw(false, code);
+        }
+        assert!(!new.in_order());
+    }
+
     #[test]
     fn a_wrong_guess_gives_the_code_hashing_gives() {
         let coded = ["a", "b", "c", "d"];
