@@ -30,6 +30,8 @@ use std::hash::{BuildHasher, Hash};
 
 use polars::prelude::{PlRandomState, StringChunked};
 
+use crate::ahead::prefetch;
+
 /// The code of a NULL cell in the code vectors of [`TextDictionary`].
 pub const NULL: u32 = u32::MAX;
 
@@ -75,19 +77,6 @@ impl Encoded {
 #[inline]
 fn tag(hash: u64) -> u32 {
     (hash >> 32) as u32 | 1
-}
-
-/// Asks the processor to bring the memory at `at` into its cache (a hint: nothing waits for it,
-/// and nothing is read). Elsewhere than on x86-64 it does nothing.
-#[inline(always)]
-pub fn prefetch<T>(at: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing and cannot fault, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(at.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
 }
 
 impl Dictionary {

@@ -3,6 +3,7 @@
 //! Data flows one way: sources → canonical tables → prepare → rules → findings and verdicts →
 //! plan, run as stages by `engine`; `render` writes reports, `commands` hold the subcommands.
 
+pub mod ahead;
 pub mod cells;
 pub mod cli;
 pub mod commands;

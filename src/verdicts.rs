@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
+use crate::ahead;
 use crate::cells::one_chunk;
 use crate::dictionary::NULL as NONE;
 use crate::error::{EngineContext, Result};
@@ -165,7 +166,50 @@ impl VerdictInputs<'_> {
         let mut op_key = StringChunkedBuilder::new("op_key".into(), rows.len());
         let mut external_id = StringChunkedBuilder::new("external_id".into(), rows.len());
         let mut verdicts = Vec::with_capacity(rows.len());
-        for row in rows {
+        // Tries in no order read their journal rows and objects from all over: each row asks
+        // for them a few rows ahead (`crate::ahead`).
+        let (key_ids, ids) = (ahead::values(&journal.key_ids), ahead::values(&journal.ids));
+        let created = ahead::values(&objects.created);
+        // What a try names: its journal rows' cells, its interval's first live object.
+        let far = |row: usize| {
+            let Some(rows) = journal.of_try.get(row) else {
+                return;
+            };
+            if let Some(first) = rows.first {
+                ahead::ask(key_ids, first as usize);
+                ahead::ask_text(&journal.keys, first as usize);
+            }
+            if let Some(committed) = rows.committed {
+                ahead::ask(ids, committed as usize);
+                ahead::ask_text(&journal.external_id, committed as usize);
+            }
+            if let Some(group) = intervals.of_try(row) {
+                ahead::ask(first_live, group as usize);
+            }
+        };
+        // What those name: the objects under its key, the object its id names, the first live
+        // object's cells.
+        let near = |row: usize| {
+            let Some(rows) = journal.of_try.get(row) else {
+                return;
+            };
+            if let Some(&key) = rows.first.and_then(|first| key_ids.get(first as usize))
+                && key != NONE
+            {
+                objects.by_key.ask(key);
+            }
+            if let Some(&id) = rows.committed.and_then(|row| ids.get(row as usize)) {
+                ahead::ask(&objects.by_id, id as usize);
+            }
+            if let Some(Some(first)) = intervals
+                .of_try(row)
+                .and_then(|group| first_live.get(group as usize))
+            {
+                ahead::ask(created, *first as usize);
+                ahead::ask_text(&objects.ids, *first as usize);
+            }
+        };
+        ahead::each_row(rows, far, near, |row| {
             let rows = journal.of_try.get(row).copied().unwrap_or_default();
             // The try's key: that of its first journal row, else the expected one.
             let (key_text, key) = match rows.first.map(|r| journal.key(r)) {
@@ -256,7 +300,7 @@ impl VerdictInputs<'_> {
             external_id.append_option(object);
             let place = VERDICTS.iter().position(|known| *known == verdict);
             verdicts.push(place.expect("every verdict is one of VERDICTS") as IdxSize);
-        }
+        });
         Judged {
             op_key: op_key.finish(),
             external_id: external_id.finish(),

@@ -3,8 +3,9 @@
 
 use polars::prelude::*;
 
+use crate::ahead::prefetch;
 use crate::cells::{IntArray, one_chunk};
-use crate::dictionary::{Coded, Dictionary, NULL as NONE, Values, prefetch};
+use crate::dictionary::{Coded, Dictionary, NULL as NONE, Values};
 use crate::error::Result;
 
 /// The pipeline intervals (`PIPELINE_INTERVAL`) of the tries, coded. Pipelines are

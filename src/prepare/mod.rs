@@ -110,6 +110,11 @@ impl ObjectsByKey {
         self.rows.of(key)
     }
 
+    /// Asks for the memory [`all`](Self::all) reads for `key` ([`crate::ahead`]).
+    pub fn ask(&self, key: u32) {
+        self.rows.ask(key);
+    }
+
     /// The live objects under the key.
     pub fn live(&self, key: u32) -> impl Iterator<Item = u32> + '_ {
         self.all(key)
