@@ -262,7 +262,35 @@ pub fn attribute(
     let attribute_rows = |rows: std::ops::Range<usize>| {
         let mut keep = Vec::with_capacity(rows.len());
         let mut out = ObjectColumns::with_capacity(rows.len());
-        for row in rows {
+        // Objects in no order read what the journal says of their id and key from all over:
+        // each asks for it a few objects ahead (`crate::ahead`).
+        let recorded = crate::ahead::values(&says.recorded);
+        let far = |row: usize| {
+            if let Some(&id) = object_id.get(row)
+                && id != NONE
+            {
+                crate::ahead::ask(&says.named, id as usize);
+                crate::ahead::ask(&says.committed, id as usize);
+                crate::ahead::ask(&says.named_key, id as usize);
+                crate::ahead::ask(&says.first_commit, id as usize);
+            }
+            if let Some(&key) = object_key.get(row)
+                && key != NONE
+            {
+                crate::ahead::ask(&source, key as usize);
+                crate::ahead::ask(&says.journaled, key as usize);
+                says.intents.ask(key);
+            }
+        };
+        let near = |row: usize| {
+            if let Some(&key) = object_key.get(row)
+                && key != NONE
+                && let Some(&intent) = says.intents.of(key).first()
+            {
+                crate::ahead::ask(recorded, intent as usize);
+            }
+        };
+        crate::ahead::each_row(rows, far, near, |row| {
             let (key, id) = (object_key[row], object_id[row]);
             let (object_key_text, status) = (object_keys.get(row), statuses.get(row));
             let (is_named, is_committed, by_name) = match id {
@@ -289,7 +317,7 @@ pub fn attribute(
             let operation = source_row.and_then(|source| interval_sources.operation(source));
             if operation.is_none() && (is_named || is_journaled) {
                 keep.push(false);
-                continue;
+                return;
             }
             keep.push(true);
             // The creator: the last intent under the key recorded by the time the object
@@ -330,7 +358,7 @@ pub fn attribute(
             out.key_ttl.push(ttl(operation));
             out.intent.push(intent);
             out.commit.push(commit);
-        }
+        });
         (keep, out)
     };
     // In two halves, one on a thread of its own.
