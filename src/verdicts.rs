@@ -341,7 +341,20 @@ impl Journal {
         let mut of_try = vec![TryJournal::default(); prepared.tries.height()];
         let earlier =
             |a: u32, b: u32| (recorded.get(a as usize), a) < (recorded.get(b as usize), b);
+        // Journal rows in no order update their tries' entries all over: each row asks for the
+        // entry of the row a few on, and for the time of that entry's first row (`crate::ahead`).
+        let (try_rows, recorded_at) = (ahead::values(&try_row), ahead::values(&recorded));
         for (row, (try_row, phase)) in try_row.iter().zip(phases.iter()).enumerate() {
+            if let Some(&far) = try_rows.get(row + ahead::FAR) {
+                ahead::ask(&of_try, far as usize);
+            }
+            if let Some(first) = try_rows
+                .get(row + ahead::NEAR)
+                .and_then(|&near| of_try.get(near as usize))
+                .and_then(|near| near.first)
+            {
+                ahead::ask(recorded_at, first as usize);
+            }
             let Some(try_row) = try_row else { continue };
             let row = row as u32;
             let rows = &mut of_try[try_row as usize];
