@@ -30,7 +30,7 @@ use std::hash::{BuildHasher, Hash};
 
 use polars::prelude::{PlRandomState, StringChunked};
 
-use crate::ahead::prefetch;
+use crate::ahead::{FAR, NEAR, prefetch};
 
 /// The code of a NULL cell in the code vectors of [`TextDictionary`].
 pub const NULL: u32 = u32::MAX;
@@ -178,11 +178,17 @@ impl Dictionary {
         if let Some(code) = self.guessed(&value, guess, &value_of) {
             return Some(code);
         }
+        let hash = self.hasher.hash_one(&value);
+        self.lookup(&value, hash, &value_of)
+    }
+
+    /// The code of `value` (whose hash is `hash`), None if it has none.
+    #[inline]
+    fn lookup<V: Eq>(&self, value: &V, hash: u64, value_of: &impl Fn(u32) -> V) -> Option<u32> {
         if self.slots.is_empty() {
             return None;
         }
-        let hash = self.hasher.hash_one(&value);
-        self.probe(&value, hash, &value_of).ok()
+        self.probe(value, hash, value_of).ok()
     }
 
     /// The code of `value`, giving it the next code if it has none. `guess`: the code the row
@@ -231,7 +237,7 @@ impl Dictionary {
     /// gets a new code, with its place among `values`. The codes are the ones coding the
     /// values one by one gives.
     ///
-    /// The first [`SAMPLE`](Self::SAMPLE) values are coded one by one with guesses. Where
+    /// The first [`Sample::SIZE`] values are coded one by one with guesses. Where
     /// those that had codes mostly had the one guessed (the values come in runs, in order),
     /// the others are too. Else (they come in no order, or are all new, where a guess cannot
     /// help), they are coded asking for their memory ahead ([`ahead`](Self::ahead)).
@@ -244,30 +250,22 @@ impl Dictionary {
         let mut values = values.enumerate();
         let mut codes = Vec::with_capacity(count);
         let mut sample = Sample::default();
-        for (at, value) in values.by_ref().take(Self::SAMPLE) {
-            let Some(value) = value else {
-                codes.push(NULL);
-                continue;
-            };
-            let encoded = self.encode(value, sample.guess, |code| coded.value(code));
-            if let Encoded::New(_) = encoded {
-                coded.add(value, at);
-            }
-            sample.saw(matches!(encoded, Encoded::Known(_)), encoded.code());
-            codes.push(encoded.code());
-        }
-        if sample.in_order() {
-            let mut guess = sample.guess;
-            codes.extend(values.map(|(at, value)| {
-                let Some(value) = value else { return NULL };
-                let encoded = self.encode(value, guess, |code| coded.value(code));
-                if let Encoded::New(_) = encoded {
-                    coded.add(value, at);
+        // One by one with guesses: the sample, and the rest while the sample says in order.
+        for (at, value) in values.by_ref() {
+            match value {
+                None => codes.push(NULL),
+                Some(value) => {
+                    let encoded = self.encode(value, sample.guess, |code| coded.value(code));
+                    if let Encoded::New(_) = encoded {
+                        coded.add(value, at);
+                    }
+                    sample.saw(matches!(encoded, Encoded::Known(_)), encoded.code());
+                    codes.push(encoded.code());
                 }
-                guess = Some(encoded.code());
-                encoded.code()
-            }));
-            return codes;
+            }
+            if sample.no_order_after(at) {
+                break;
+            }
         }
         let mut block: Vec<(usize, Option<V>)> = Vec::with_capacity(Self::BLOCK);
         let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
@@ -301,33 +299,22 @@ impl Dictionary {
         let mut values = values.enumerate();
         let mut codes = Vec::with_capacity(count);
         let mut sample = Sample::default();
-        for (_, value) in values.by_ref().take(Self::SAMPLE) {
+        for (at, value) in values.by_ref() {
             let found = value.and_then(|value| self.find(value, sample.guess, value_of));
             if let Some(code) = found {
                 sample.saw(true, code);
             }
             codes.push(found.unwrap_or(NULL));
-        }
-        if sample.in_order() {
-            let mut guess = sample.guess;
-            codes.extend(values.map(|(_, value)| {
-                let found = value.and_then(|value| self.find(value, guess, value_of));
-                guess = found.or(guess);
-                found.unwrap_or(NULL)
-            }));
-            return codes;
+            if sample.no_order_after(at) {
+                break;
+            }
         }
         let mut block: Vec<(usize, Option<V>)> = Vec::with_capacity(Self::BLOCK);
         let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
         while self.next_block(&mut values, &mut block, &mut hashes) {
             for (index, &(_, value)) in block.iter().enumerate() {
                 self.ahead(&hashes, index, coded);
-                let found = value.and_then(|value| {
-                    if self.slots.is_empty() {
-                        return None;
-                    }
-                    self.probe(&value, hashes[index], &value_of).ok()
-                });
+                let found = value.and_then(|value| self.lookup(&value, hashes[index], &value_of));
                 codes.push(found.unwrap_or(NULL));
             }
         }
@@ -356,18 +343,18 @@ impl Dictionary {
     /// Coding or finding values that come in no order waits on memory the cache does not
     /// hold: a value's slot, then the value of the code there. One value after another, the
     /// processor would wait for each in turn. So while the value at `at` in a block is coded,
-    /// this asks for the slot of the value [`AHEAD`](Self::AHEAD) on, and for the value of the
-    /// code in the slot of the one half as far on ([`Values::ask`]): by the time those are
-    /// coded, their memory is mostly in the cache.
+    /// this asks for the slot of the value [`FAR`] on, and for the value of the code in the
+    /// slot of the one [`NEAR`] on ([`Values::ask`]): by the time those are coded, their
+    /// memory is mostly in the cache.
     #[inline]
     fn ahead<V>(&self, hashes: &[u64], at: usize, coded: &impl Values<V>) {
         if self.slots.is_empty() {
             return;
         }
-        if let Some(hash) = hashes.get(at + Self::AHEAD) {
+        if let Some(hash) = hashes.get(at + FAR) {
             prefetch(&self.slots[self.home(*hash)]);
         }
-        if let Some(hash) = hashes.get(at + Self::AHEAD / 2) {
+        if let Some(hash) = hashes.get(at + NEAR) {
             let slot = self.slots[self.home(*hash)];
             if slot.tag == tag(*hash) {
                 coded.ask(slot.code);
@@ -375,15 +362,8 @@ impl Dictionary {
         }
     }
 
-    /// How many values [`encode_all`](Self::encode_all) and [`find_all`](Self::find_all) code
-    /// one by one before they choose how to code the others.
-    const SAMPLE: usize = 4096;
-
     /// How many values are hashed at a time when memory is asked for ahead.
     const BLOCK: usize = 4096;
-
-    /// How many values on memory is asked for.
-    const AHEAD: usize = 16;
 }
 
 /// What the first values coded in turn say of their order (see [`Dictionary::encode_all`]).
@@ -413,8 +393,18 @@ impl Sample {
         self.guess = Some(code);
     }
 
+    /// How many values [`Dictionary::encode_all`] and [`Dictionary::find_all`] code one by one
+    /// before they choose how to code the others.
+    const SIZE: usize = 4096;
+
     fn in_order(&self) -> bool {
         self.guessed > self.hashed
+    }
+
+    /// Whether the sample ends with the value at `at` (counted from 0) and says the values
+    /// come in no order: the rest are then coded asking ahead.
+    fn no_order_after(&self, at: usize) -> bool {
+        at + 1 == Self::SIZE && !self.in_order()
     }
 }
 

@@ -3,7 +3,7 @@
 
 use polars::prelude::*;
 
-use crate::ahead::prefetch;
+use crate::ahead;
 use crate::cells::{IntArray, one_chunk};
 use crate::dictionary::{Coded, Dictionary, NULL as NONE, Values};
 use crate::error::Result;
@@ -57,14 +57,12 @@ impl IntervalParts {
         )
     }
 
-    /// Asks for the memory [`key`](Self::key) reads for `row` ([`prefetch`]).
+    /// Asks for the memory [`key`](Self::key) reads for `row` ([`crate::ahead`]).
     fn ask(&self, row: usize) {
-        if row < self.pipeline.len() {
-            prefetch(self.pipeline.values().as_ptr().wrapping_add(row));
-            prefetch(self.map_index.values().as_ptr().wrapping_add(row));
-            prefetch(self.iv_start.values().as_ptr().wrapping_add(row));
-            prefetch(self.iv_end.values().as_ptr().wrapping_add(row));
-        }
+        ahead::ask(self.pipeline.values(), row);
+        ahead::ask(self.map_index.values(), row);
+        ahead::ask(self.iv_start.values(), row);
+        ahead::ask(self.iv_end.values(), row);
     }
 }
 
@@ -122,10 +120,17 @@ impl Intervals {
         let rows = tries.height();
         let mut dictionary = Dictionary::with_capacity(rows);
         let mut first_tries = Vec::new();
+        // Whether each try's interval has all its parts: only those match objects.
+        let mut complete = Vec::with_capacity(rows);
         // Each try's interval, NULL parts and all, for ordering its tries. A try's retries
         // often follow it: coded in turn, the interval of the try before is the guess.
+        let keys = (0..rows).map(|row| {
+            let key = parts.key(row);
+            complete.push(key.0 != NONE && key.1 == 0);
+            Some(key)
+        });
         let ordering = dictionary.encode_all(
-            (0..rows).map(|row| Some(parts.key(row))),
+            keys,
             rows,
             &mut FirstRows {
                 parts: &parts,
@@ -135,12 +140,8 @@ impl Intervals {
         );
         let of_try = ordering
             .iter()
-            .enumerate()
-            .map(|(row, &group)| {
-                let key = parts.key(row);
-                let complete = key.0 != NONE && key.1 == 0;
-                complete.then_some(group)
-            })
+            .zip(complete)
+            .map(|(&group, complete)| complete.then_some(group))
             .collect();
         Ok(Intervals {
             dictionary,

@@ -543,13 +543,13 @@ pub struct Grouped {
 }
 
 impl Grouped {
-    /// `groups()` gives each row's group (below `count`), or None; it is walked twice, once
-    /// to count each group's rows and once to place them.
     /// Asks for where `group`'s rows are ([`crate::ahead`]).
     pub fn ask(&self, group: u32) {
         crate::ahead::ask(&self.starts, group as usize);
     }
 
+    /// `groups()` gives each row's group (below `count`), or None; it is walked twice, once
+    /// to count each group's rows and once to place them.
     pub fn new<I: Iterator<Item = Option<u32>>>(count: usize, groups: impl Fn() -> I) -> Grouped {
         let mut counts = vec![0u32; count + 1];
         for group in groups().flatten() {
