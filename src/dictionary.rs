@@ -237,10 +237,10 @@ impl Dictionary {
     /// gets a new code, with its place among `values`. The codes are the ones coding the
     /// values one by one gives.
     ///
-    /// The first [`Sample::SIZE`] values are coded one by one with guesses. Where
+    /// The first values (`Sample::SIZE` of them) are coded one by one with guesses. Where
     /// those that had codes mostly had the one guessed (the values come in runs, in order),
     /// the others are too. Else (they come in no order, or are all new, where a guess cannot
-    /// help), they are coded asking for their memory ahead ([`ahead`](Self::ahead)).
+    /// help), they are coded asking for their memory ahead (`Ahead`).
     pub fn encode_all<V: Hash + Eq + Copy>(
         &mut self,
         values: impl Iterator<Item = Option<V>>,
@@ -267,21 +267,17 @@ impl Dictionary {
                 break;
             }
         }
-        let mut block: Vec<(usize, Option<V>)> = Vec::with_capacity(Self::BLOCK);
-        let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
-        while self.next_block(&mut values, &mut block, &mut hashes) {
-            for (index, &(at, value)) in block.iter().enumerate() {
-                self.ahead(&hashes, index, coded);
-                let Some(value) = value else {
-                    codes.push(NULL);
-                    continue;
-                };
-                let encoded = self.encode_hashed(value, hashes[index], |code| coded.value(code));
-                if let Encoded::New(_) = encoded {
-                    coded.add(value, at);
-                }
-                codes.push(encoded.code());
+        let mut rest = Ahead::new(values);
+        while let Some((at, value, hash)) = rest.next(self, coded) {
+            let Some(value) = value else {
+                codes.push(NULL);
+                continue;
+            };
+            let encoded = self.encode_hashed(value, hash, |code| coded.value(code));
+            if let Encoded::New(_) = encoded {
+                coded.add(value, at);
             }
+            codes.push(encoded.code());
         }
         codes
     }
@@ -309,61 +305,84 @@ impl Dictionary {
                 break;
             }
         }
-        let mut block: Vec<(usize, Option<V>)> = Vec::with_capacity(Self::BLOCK);
-        let mut hashes: Vec<u64> = Vec::with_capacity(Self::BLOCK);
-        while self.next_block(&mut values, &mut block, &mut hashes) {
-            for (index, &(_, value)) in block.iter().enumerate() {
-                self.ahead(&hashes, index, coded);
-                let found = value.and_then(|value| self.lookup(&value, hashes[index], &value_of));
-                codes.push(found.unwrap_or(NULL));
-            }
+        let mut rest = Ahead::new(values);
+        while let Some((_, value, hash)) = rest.next(self, coded) {
+            let found = value.and_then(|value| self.lookup(&value, hash, &value_of));
+            codes.push(found.unwrap_or(NULL));
         }
         codes
     }
 
-    /// Takes the next [`BLOCK`](Self::BLOCK) values into `block` and their hashes into
-    /// `hashes`; false when none was left.
-    fn next_block<V: Hash>(
-        &self,
-        values: &mut impl Iterator<Item = (usize, Option<V>)>,
-        block: &mut Vec<(usize, Option<V>)>,
-        hashes: &mut Vec<u64>,
-    ) -> bool {
-        block.clear();
-        block.extend(values.by_ref().take(Self::BLOCK));
-        hashes.clear();
-        hashes.extend(block.iter().map(|(_, value)| {
-            value
-                .as_ref()
-                .map_or(0, |value| self.hasher.hash_one(value))
-        }));
-        !block.is_empty()
-    }
-
-    /// Coding or finding values that come in no order waits on memory the cache does not
-    /// hold: a value's slot, then the value of the code there. One value after another, the
-    /// processor would wait for each in turn. So while the value at `at` in a block is coded,
-    /// this asks for the slot of the value [`FAR`] on, and for the value of the code in the
-    /// slot of the one [`NEAR`] on ([`Values::ask`]): by the time those are coded, their
-    /// memory is mostly in the cache.
+    /// Asks for the slot of the hash at `far`, and for the value of the code in the slot of
+    /// the hash at `near` ([`Values::ask`]).
     #[inline]
-    fn ahead<V>(&self, hashes: &[u64], at: usize, coded: &impl Values<V>) {
+    fn ask<V>(&self, far: Option<&u64>, near: Option<&u64>, coded: &impl Values<V>) {
         if self.slots.is_empty() {
             return;
         }
-        if let Some(hash) = hashes.get(at + FAR) {
-            prefetch(&self.slots[self.home(*hash)]);
+        if let Some(&hash) = far {
+            prefetch(&self.slots[self.home(hash)]);
         }
-        if let Some(hash) = hashes.get(at + NEAR) {
-            let slot = self.slots[self.home(*hash)];
-            if slot.tag == tag(*hash) {
+        if let Some(&hash) = near {
+            let slot = self.slots[self.home(hash)];
+            if slot.tag == tag(hash) {
                 coded.ask(slot.code);
             }
         }
     }
+}
 
-    /// How many values are hashed at a time when memory is asked for ahead.
+/// The values [`Dictionary::encode_all`] and [`Dictionary::find_all`] code asking ahead, read
+/// in blocks of [`BLOCK`](Self::BLOCK) with their hashes.
+///
+/// Coding or finding values that come in no order waits on memory the cache does not hold: a
+/// value's slot, then the value of the code there. One value after another, the processor
+/// would wait for each in turn. So as each value is given out, the slot of the value [`FAR`]
+/// on is asked for, and the value of the code in the slot of the one [`NEAR`] on: by the time
+/// those are coded, their memory is mostly in the cache.
+struct Ahead<V, I> {
+    values: I,
+    block: Vec<(usize, Option<V>)>,
+    hashes: Vec<u64>,
+    next: usize,
+}
+
+impl<V: Hash + Copy, I: Iterator<Item = (usize, Option<V>)>> Ahead<V, I> {
     const BLOCK: usize = 4096;
+
+    fn new(values: I) -> Ahead<V, I> {
+        Ahead {
+            values,
+            block: Vec::with_capacity(Self::BLOCK),
+            hashes: Vec::with_capacity(Self::BLOCK),
+            next: 0,
+        }
+    }
+
+    /// The next value, with its place among the values and its hash (0 for None), after
+    /// asking `dictionary` for the memory of the values ahead of it.
+    fn next(
+        &mut self,
+        dictionary: &Dictionary,
+        coded: &impl Values<V>,
+    ) -> Option<(usize, Option<V>, u64)> {
+        if self.next == self.block.len() {
+            self.block.clear();
+            self.block.extend(self.values.by_ref().take(Self::BLOCK));
+            self.hashes.clear();
+            self.hashes.extend(self.block.iter().map(|(_, value)| {
+                value
+                    .as_ref()
+                    .map_or(0, |value| dictionary.hasher.hash_one(value))
+            }));
+            self.next = 0;
+        }
+        let at = self.next;
+        let &(place, value) = self.block.get(at)?;
+        dictionary.ask(self.hashes.get(at + FAR), self.hashes.get(at + NEAR), coded);
+        self.next += 1;
+        Some((place, value, self.hashes[at]))
+    }
 }
 
 /// What the first values coded in turn say of their order (see [`Dictionary::encode_all`]).
