@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use onceonly::sources::airflow_db::{self, Filter};
 use onceonly::sources::database::Database;
+use polars::prelude::BooleanChunked;
 
 use crate::scenario::{Scenario, fixtures, onceonly, stderr};
 
@@ -193,6 +194,80 @@ fn tries_come_from_history_and_task_instance_with_decoded_conf() {
             .expect("manual run");
         let conf: serde_json::Value = serde_json::from_str(confs[manual].expect("conf")).unwrap();
         assert_eq!(conf["approval_id"], "APR-0042", "{version}");
+    }
+}
+
+/// The run_id of onceonly_e_manual's one run, and how many tries of it `attempts` holds.
+fn manual_run(attempts: &polars::prelude::DataFrame) -> (String, usize) {
+    let column = |name: &str| attempts.column(name).unwrap().str().unwrap().clone();
+    let (dags, runs) = (column("dag_id"), column("run_id"));
+    let theirs: Vec<&str> = dags
+        .iter()
+        .zip(runs.iter())
+        .filter(|(dag, _)| *dag == Some("onceonly_e_manual"))
+        .map(|(_, run)| run.unwrap())
+        .collect();
+    (theirs[0].to_string(), theirs.len())
+}
+
+#[test]
+fn a_try_is_read_with_its_run_and_a_run_is_checked_where_a_try_has_it() {
+    for version in VERSIONS {
+        let fixture = fixtures().join("airflow/out").join(version);
+        let all = read(fixture.join("airflow.db"), Filter::default()).expect("read");
+        let (run_id, tries) = manual_run(&all.attempts);
+        let this_run = format!("dag_id = 'onceonly_e_manual' AND run_id = '{run_id}'");
+
+        // A run's cell that fails its check fails the read of its tries, naming dag_run.
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        scenario.sqlite(
+            "airflow.db",
+            &format!("UPDATE dag_run SET data_interval_end = 'not a time' WHERE {this_run}"),
+        );
+        let message = read(scenario.path("airflow.db"), Filter::default())
+            .err()
+            .expect("a try's run with a bad cell is refused")
+            .to_string();
+        assert!(
+            message.contains("dag_run")
+                && message.contains("interval_end")
+                && message.contains("not a time"),
+            "{version}: {message}"
+        );
+
+        // The same run without tries is never checked: its tries are all that is gone.
+        scenario.sqlite(
+            "airflow.db",
+            &format!(
+                "DELETE FROM task_instance WHERE {this_run}; \
+                 DELETE FROM task_instance_history WHERE {this_run}"
+            ),
+        );
+        let without = read(scenario.path("airflow.db"), Filter::default()).expect("read");
+        assert_eq!(
+            without.attempts.height(),
+            all.attempts.height() - tries,
+            "{version}"
+        );
+
+        // Tries whose run is gone are left out, the others read as before.
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        scenario.sqlite(
+            "airflow.db",
+            &format!("DELETE FROM dag_run WHERE {this_run}"),
+        );
+        let runless = read(scenario.path("airflow.db"), Filter::default()).expect("read");
+        assert_eq!(
+            runless.attempts.height(),
+            all.attempts.height() - tries,
+            "{version}"
+        );
+        let column = |name: &str| all.attempts.column(name).unwrap().str().unwrap().clone();
+        let others: BooleanChunked = (column("dag_id").iter().zip(column("run_id").iter()))
+            .map(|key| key != (Some("onceonly_e_manual"), Some(run_id.as_str())))
+            .collect();
+        let kept = all.attempts.filter(&others).unwrap();
+        assert!(kept.equals_missing(&runless.attempts), "{version}");
     }
 }
 

@@ -57,7 +57,7 @@ impl Scenario {
     }
 
     /// Changes one of the scenario's SQLite databases with SQL.
-    pub fn sqlite(&self, file: &str, sql: &'static str) {
+    pub fn sqlite(&self, file: &str, sql: &str) {
         let url = format!("sqlite://{}", self.path(file).display());
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -68,7 +68,7 @@ impl Scenario {
                 let mut db = sqlx::SqliteConnection::connect(&url)
                     .await
                     .expect("open the database");
-                sqlx::raw_sql(sql)
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
                     .execute(&mut db)
                     .await
                     .expect("run the SQL");

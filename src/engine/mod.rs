@@ -84,9 +84,14 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
         let mut fingerprint = options.plan.then(|| Fingerprint::start(threads, &read));
         let cut = prepare::Cut::of(&read, options);
         let early = cut.as_ref().ok().map(|cut| prepare::Early::of(config, cut));
+        // What preparing freed goes back before the rest of a listing that may still be
+        // running, and the objects after it, allocate on other threads.
+        crate::memory::release_free();
         // What the provider's read says comes before what the tries' preparing says: the
         // errors come in the order of the stages.
         let mut tables = read.tables()?;
+        // Putting the listing together freed its pages, on the threads that decoded them.
+        crate::memory::release_free();
         let early = match early {
             Some(early) => early?,
             None => return Err(cut.err().expect("a cut that failed has its error")),

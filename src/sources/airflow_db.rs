@@ -2,17 +2,19 @@
 //!
 //! The schema version is read from `alembic_version` and the columns the query needs are
 //! checked before it runs, so a database of the wrong kind or version fails with a message
-//! naming what was found and what is missing. Rows are streamed into column builders. All of
+//! naming what was found and what is missing. Rows are streamed into column builders; on
+//! SQLite the DAG runs are read apart and joined to the tries here (`Runs`). All of
 //! it is read in one read-only transaction ([`ReadTransaction`]): Airflow may be writing, and
 //! the revision, the columns and every try come from the database as it stood at one instant.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use polars::prelude::*;
 
+use crate::dictionary::CopiedDictionary;
 use crate::error::{EngineContext, Error, Location, Result};
-use crate::model::{ATTEMPTS, ProviderWindow};
+use crate::model::{ATTEMPTS, ColumnSpec, ProviderWindow};
 use crate::sources::database::{Database, Dialect, Param};
 use crate::sources::pickle;
 use crate::sources::read_transaction::{Cells, ReadTransaction};
@@ -134,7 +136,7 @@ impl TryBounds {
 /// provider listing can start while the tries are read. Both run in the same transaction, so
 /// they see the same tries.
 pub struct AttemptsQuery<'f> {
-    sql: String,
+    statements: Statements,
     version: String,
     warnings: Vec<String>,
     filter: &'f Filter,
@@ -150,20 +152,29 @@ impl<'f> AttemptsQuery<'f> {
         let columns = columns(transaction).await?;
         let version = schema_version(transaction, &columns).await?;
         let (major, warnings) = major_version(&version, &columns, database)?;
-        let sql = match (database.dialect, major) {
-            (Dialect::Sqlite, 2) => include_str!("../../queries/airflow/2/sqlite/attempts.sql"),
-            (Dialect::Sqlite, _) => include_str!("../../queries/airflow/3/sqlite/attempts.sql"),
-            (Dialect::Postgres, 2) => {
-                include_str!("../../queries/airflow/2/postgres/attempts.sql")
-            }
-            (Dialect::Postgres, _) => {
-                include_str!("../../queries/airflow/3/postgres/attempts.sql")
-            }
+        let statements = match (database.dialect, major) {
+            (Dialect::Sqlite, major) => Statements::Apart {
+                tries: as_filtered(
+                    include_str!("../../queries/airflow/sqlite/tries.sql"),
+                    filter,
+                ),
+                runs: match major {
+                    2 => include_str!("../../queries/airflow/2/sqlite/runs.sql"),
+                    _ => include_str!("../../queries/airflow/3/sqlite/runs.sql"),
+                },
+            },
+            (Dialect::Postgres, 2) => Statements::Joined(as_filtered(
+                include_str!("../../queries/airflow/2/postgres/attempts.sql"),
+                filter,
+            )),
+            (Dialect::Postgres, _) => Statements::Joined(as_filtered(
+                include_str!("../../queries/airflow/3/postgres/attempts.sql"),
+                filter,
+            )),
             (Dialect::Mysql, _) => return Err(mysql_refused(database)),
         };
-        let sql = as_filtered(sql, filter);
         Ok(AttemptsQuery {
-            sql,
+            statements,
             version,
             warnings,
             filter,
@@ -238,30 +249,248 @@ impl<'f> AttemptsQuery<'f> {
     async fn stream(&self, transaction: &mut ReadTransaction<'_>) -> Result<DataFrame> {
         let database = transaction.database;
         let (since, until, dag_like) = self.params(database);
-        let mut builders: Vec<Values> =
-            ATTEMPTS.iter().map(|spec| Values::new(spec.kind)).collect();
-        let names: Vec<&str> = ATTEMPTS
-            .iter()
-            .map(|spec| spec.name)
-            .chain(["conf_pickle"])
-            .collect();
         let params = [
             Param::Text(&since),
             Param::Text(&until),
             Param::Text(&dag_like),
         ];
+        let at = |number: usize| {
+            move |column: &str| Location::source(&database.shown).row(number).column(column)
+        };
         let progress = crate::progress::Line::open("attempts", &database.shown);
         let mut read = 0;
-        transaction
-            .for_each_row("the tries", &self.sql, &params, &names, |number, row| {
-                read = number;
-                progress.row(number);
-                push_row(row, number, &mut builders, database)
-            })
-            .await?;
+        let attempts = match &self.statements {
+            Statements::Joined(sql) => {
+                let specs: Vec<&ColumnSpec> = ATTEMPTS.iter().collect();
+                let mut builders = builders(&specs);
+                transaction
+                    .for_each_row("the tries", sql, &params, &names(&specs), |number, row| {
+                        read = number;
+                        progress.row(number);
+                        push_row(row, &specs, &mut builders, &at(number))
+                    })
+                    .await?;
+                assemble(specs.into_iter().zip(builders).collect())?
+            }
+            Statements::Apart { tries, runs } => {
+                let runs = Runs::read(transaction, runs, &params).await?;
+                let attempts = runs
+                    .join(transaction, tries, &params, |number| {
+                        read = number;
+                        progress.row(number);
+                    })
+                    .await?;
+                // The runs and their index are gone: their pages go back before the next
+                // phase allocates on other threads (`memory`).
+                crate::memory::release_free();
+                attempts
+            }
+        };
         progress.rows(read as u64);
         progress.done();
-        assemble(builders)
+        Ok(attempts)
+    }
+}
+
+/// The statements that read the tries with their runs' columns.
+enum Statements {
+    /// One query: PostgreSQL joins each try to its run by hash.
+    Joined(String),
+    /// SQLite: the tries (`tries.sql`) and the runs (`runs.sql`), read apart and joined here by
+    /// hash ([`Runs`]). SQLite itself would look each try's run up in dag_run's index and then
+    /// in the table: two b-tree descents a try, half of the read at a million tries.
+    Apart { tries: String, runs: &'static str },
+}
+
+/// The DAG runs as `runs.sql` reads them, for the tries to be joined to: their columns of
+/// `attempts` (each cell checked as it is read), a row per run whose dag_id and run_id are not
+/// NULL. A run with a cell that failed its check has a NULL there and its error kept: the read
+/// fails on it only if a try is joined to that run, as a query joining them would.
+struct Runs {
+    keys: RunKeys,
+    /// `Runs::COLUMNS`, each with its spec, a row per run.
+    columns: Vec<(&'static ColumnSpec, Column)>,
+    /// The first failed check of each run that has one, by its row.
+    refused: BTreeMap<u32, Error>,
+}
+
+impl Runs {
+    /// The columns of `attempts` that come from a try's run.
+    const COLUMNS: [&'static str; 8] = [
+        "run_type",
+        "interval_start",
+        "interval_end",
+        "logical_date",
+        "run_after",
+        "conf",
+        "clear_number",
+        "dag_timezone",
+    ];
+
+    async fn read(
+        transaction: &mut ReadTransaction<'_>,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Runs> {
+        let database = transaction.database;
+        let specs: Vec<&'static ColumnSpec> = ATTEMPTS
+            .iter()
+            .filter(|spec| Runs::COLUMNS.contains(&spec.name))
+            .collect();
+        let mut builders = builders(&specs);
+        // The keys after the columns and `conf_pickle`.
+        let mut names = names(&specs);
+        let key_columns = [names.len(), names.len() + 1];
+        names.extend(["dag_id", "run_id"]);
+        let mut dag_ids = StringChunkedBuilder::new("dag_id".into(), 0);
+        let mut run_ids = StringChunkedBuilder::new("run_id".into(), 0);
+        let mut runs = 0u32;
+        let mut refused = BTreeMap::new();
+        let source = format!("{}, dag_run", database.shown);
+        transaction
+            .for_each_row("the DAG runs", sql, params, &names, |number, row| {
+                let at = |column: &str| Location::source(&source).row(number).column(column);
+                let [dag_id, run_id] = key_columns.map(|column| {
+                    row.text(column)
+                        .map_err(|message| Error::input(at(names[column]), message))
+                });
+                let (Some(dag_id), Some(run_id)) = (dag_id?, run_id?) else {
+                    // NULL never equals anything: no try is joined to this run.
+                    return Ok(());
+                };
+                dag_ids.append_value(&dag_id);
+                run_ids.append_value(&run_id);
+                for (column, (spec, builder)) in specs.iter().zip(builders.iter_mut()).enumerate() {
+                    if let Err(err) = push_cell(row, column, specs.len(), spec, builder, &at) {
+                        refused.entry(runs).or_insert(err);
+                        builder.push_null();
+                    }
+                }
+                runs += 1;
+                Ok(())
+            })
+            .await?;
+        let keys = RunKeys {
+            source,
+            dag_ids: dag_ids.finish(),
+            run_ids: run_ids.finish(),
+        };
+        let columns = specs
+            .into_iter()
+            .zip(builders)
+            .map(|(spec, values)| (spec, values.into_column(spec.name)))
+            .collect();
+        Ok(Runs {
+            keys,
+            columns,
+            refused,
+        })
+    }
+
+    /// The tries `sql` (tries.sql) reads, each joined to its run; `counted` is told the number
+    /// of each try read. A try whose run has no row here is left out, as an inner join leaves
+    /// it; one whose run failed a check fails the read with that run's error.
+    async fn join(
+        self,
+        transaction: &mut ReadTransaction<'_>,
+        sql: &str,
+        params: &[Param<'_>],
+        mut counted: impl FnMut(usize),
+    ) -> Result<DataFrame> {
+        let database = transaction.database;
+        let Runs {
+            keys,
+            columns,
+            mut refused,
+        } = self;
+        let index = keys.index()?;
+        let specs: Vec<&ColumnSpec> = ATTEMPTS
+            .iter()
+            .filter(|spec| !Runs::COLUMNS.contains(&spec.name))
+            .collect();
+        let mut builders = builders(&specs);
+        let key_columns = ["dag_id", "run_id"].map(|name| {
+            specs
+                .iter()
+                .position(|spec| spec.name == name)
+                .expect("a try names its run")
+        });
+        // The run of each try kept: its code in `index`, which is its row of `columns`.
+        let mut their_runs: Vec<IdxSize> = Vec::new();
+        let mut guess = None;
+        transaction
+            .for_each_row("the tries", sql, params, &names(&specs), |number, row| {
+                counted(number);
+                let at =
+                    |column: &str| Location::source(&database.shown).row(number).column(column);
+                let [dag_id, run_id] = key_columns.map(|column| {
+                    row.text(column)
+                        .map_err(|message| Error::input(at(specs[column].name), message))
+                });
+                let (Some(dag_id), Some(run_id)) = (dag_id?, run_id?) else {
+                    // NULL never equals anything: no run.
+                    return Ok(());
+                };
+                let Some(run) = index.find((&dag_id, &run_id), guess) else {
+                    return Ok(());
+                };
+                guess = Some(run);
+                if let Some(err) = refused.remove(&run) {
+                    return Err(err);
+                }
+                push_row(row, &specs, &mut builders, &at)?;
+                their_runs.push(run as IdxSize);
+                Ok(())
+            })
+            .await?;
+        let their_runs = IdxCa::from_vec(PlSmallStr::EMPTY, their_runs);
+        let mut joined: Vec<(&ColumnSpec, Column)> = specs
+            .into_iter()
+            .zip(builders)
+            .map(|(spec, values)| (spec, values.into_column(spec.name)))
+            .collect();
+        for (spec, column) in columns {
+            let column = column
+                .take(&their_runs)
+                .engine("joining the tries to their runs")?;
+            joined.push((spec, column));
+        }
+        in_attempts_order(joined)
+    }
+}
+
+/// The runs' dag_id and run_id, a row per run, in `source` (the database's dag_run).
+struct RunKeys {
+    source: String,
+    dag_ids: StringChunked,
+    run_ids: StringChunked,
+}
+
+impl RunKeys {
+    /// The runs by their dag_id and run_id: each run's code is its row. Two runs with one
+    /// dag_id and run_id (which dag_run's unique key rules out) are refused, as a try would
+    /// belong to both.
+    fn index(&self) -> Result<CopiedDictionary<(&str, &str)>> {
+        let count = self.dag_ids.len();
+        let keys = || {
+            self.dag_ids
+                .iter()
+                .zip(self.run_ids.iter())
+                .map(|(dag_id, run_id)| Some((dag_id?, run_id?)))
+        };
+        let mut index = CopiedDictionary::with_capacity(count);
+        let codes = index.encode_all(keys(), count);
+        // Codes are given in order: a run whose code is not its row has the key of an earlier one.
+        let repeated = (codes.iter().zip(keys()).enumerate())
+            .find_map(|(row, (code, key))| (*code as usize != row).then_some(key));
+        if let Some(key) = repeated {
+            let (dag_id, run_id) = key.expect("every run has its keys");
+            return Err(Error::input(
+                Location::source(&self.source),
+                format!("two DAG runs have dag_id {dag_id:?} and run_id {run_id:?}"),
+            ));
+        }
+        Ok(index)
     }
 }
 
@@ -410,66 +639,111 @@ fn major_version(
     Ok((major, warnings))
 }
 
-fn assemble(builders: Vec<Values>) -> Result<DataFrame> {
-    let columns = ATTEMPTS
-        .iter()
-        .zip(builders)
-        .map(|(spec, values)| values.into_column(spec.name))
-        .collect();
-    DataFrame::new_infer_height(columns).engine("assembling attempts")
+/// A builder for each of `specs`.
+fn builders(specs: &[&ColumnSpec]) -> Vec<Values> {
+    specs.iter().map(|spec| Values::new(spec.kind)).collect()
 }
 
-/// Where `conf_pickle` (2.x) sits after the `ATTEMPTS` columns.
-const CONF_PICKLE: usize = ATTEMPTS.len();
+/// The names a statement's rows are read by: `specs`' columns, then `conf_pickle` (2.x).
+fn names<'s>(specs: &[&'s ColumnSpec]) -> Vec<&'s str> {
+    specs
+        .iter()
+        .map(|spec| spec.name)
+        .chain(["conf_pickle"])
+        .collect()
+}
 
+/// The `attempts` table from its columns, each with its spec, in `ATTEMPTS` order.
+fn in_attempts_order(mut columns: Vec<(&ColumnSpec, Column)>) -> Result<DataFrame> {
+    let ordered = ATTEMPTS
+        .iter()
+        .map(|spec| {
+            let at = columns
+                .iter()
+                .position(|(has, _)| has.name == spec.name)
+                .expect("every column of attempts is read");
+            columns.swap_remove(at).1
+        })
+        .collect();
+    DataFrame::new_infer_height(ordered).engine("assembling attempts")
+}
+
+fn assemble(builders: Vec<(&ColumnSpec, Values)>) -> Result<DataFrame> {
+    in_attempts_order(
+        builders
+            .into_iter()
+            .map(|(spec, values)| (spec, values.into_column(spec.name)))
+            .collect(),
+    )
+}
+
+/// Checks a row's cells of `specs` (by their place there; `conf_pickle` after them) and
+/// appends them; `at` names a cell's column for the error.
 fn push_row(
     row: &Cells<'_>,
-    number: usize,
+    specs: &[&ColumnSpec],
     builders: &mut [Values],
-    database: &Database,
+    at: &dyn Fn(&str) -> Location,
 ) -> Result<()> {
-    let at = |column: &str| Location::source(&database.shown).row(number).column(column);
-    for (column, (spec, builder)) in ATTEMPTS.iter().zip(builders.iter_mut()).enumerate() {
-        let required = |present: bool| {
-            if present || spec.nullable {
-                Ok(())
-            } else {
-                Err(Error::input(
-                    at(spec.name),
-                    format!("`{}` is NULL", spec.name),
-                ))
-            }
-        };
-        let failed = |message: String| Error::input(at(spec.name), message);
-        match builder {
-            Values::Text(values) if spec.name == "conf" => {
-                values.append_option(conf(row, column, &at)?);
-            }
-            Values::Text(values) => {
-                let value = row.text(column).map_err(failed)?;
-                required(value.is_some())?;
-                values.append_option(value);
-            }
-            Values::Int(values) => {
-                let value = row.int(column).map_err(failed)?;
-                required(value.is_some())?;
-                values.push(value);
-            }
-            Values::Time(values) => {
-                let value = row.time(column).map_err(failed)?;
-                required(value.is_some())?;
-                values.push(value);
-            }
+    for (column, (spec, builder)) in specs.iter().zip(builders.iter_mut()).enumerate() {
+        push_cell(row, column, specs.len(), spec, builder, at)?;
+    }
+    Ok(())
+}
+
+/// Checks the cell at `column` against `spec` and appends it; `conf_pickle` is at `pickle`.
+fn push_cell(
+    row: &Cells<'_>,
+    column: usize,
+    pickle: usize,
+    spec: &ColumnSpec,
+    builder: &mut Values,
+    at: &dyn Fn(&str) -> Location,
+) -> Result<()> {
+    let required = |present: bool| {
+        if present || spec.nullable {
+            Ok(())
+        } else {
+            Err(Error::input(
+                at(spec.name),
+                format!("`{}` is NULL", spec.name),
+            ))
+        }
+    };
+    let failed = |message: String| Error::input(at(spec.name), message);
+    match builder {
+        Values::Text(values) if spec.name == "conf" => {
+            values.append_option(conf(row, column, pickle, at)?);
+        }
+        Values::Text(values) => {
+            let value = row.text(column).map_err(failed)?;
+            required(value.is_some())?;
+            values.append_option(value);
+        }
+        Values::Int(values) => {
+            let value = row.int(column).map_err(failed)?;
+            required(value.is_some())?;
+            values.push(value);
+        }
+        Values::Time(values) => {
+            let value = row.time(column).map_err(failed)?;
+            required(value.is_some())?;
+            values.push(value);
         }
     }
     Ok(())
 }
 
 /// The run's conf as JSON text: 3.x stores JSON, 2.x a pickle that is decoded here.
-fn conf(row: &Cells<'_>, column: usize, at: &dyn Fn(&str) -> Location) -> Result<Option<String>> {
+fn conf(
+    row: &Cells<'_>,
+    column: usize,
+    pickle: usize,
+    at: &dyn Fn(&str) -> Location,
+) -> Result<Option<String>> {
     let failed = |message: String| Error::input(at("conf"), message);
-    if row.has(CONF_PICKLE) {
-        let hex = row.text(CONF_PICKLE).map_err(failed)?;
+    if row.has(pickle) {
+        let hex = row.text(pickle).map_err(failed)?;
         let Some(hex) = hex.filter(|hex| !hex.is_empty()) else {
             return Ok(None);
         };

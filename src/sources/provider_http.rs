@@ -628,7 +628,7 @@ impl Decoder {
                                 format!("the object has no `{path}` ({})", spec.name),
                             )
                         });
-                        push_null(column);
+                        column.push_null();
                         continue;
                     }
                     None => Cell::Null,
@@ -641,7 +641,7 @@ impl Decoder {
                 };
                 if let Err(err) = push(column, spec, cell, &mapping, || at(path)) {
                     first_refusal.get_or_insert(err);
-                    push_null(column);
+                    column.push_null();
                 }
             }
             if let Some(err) = first_refusal {
@@ -683,14 +683,6 @@ fn object_id(id: Option<&Value>, path: &JsonPath, at: impl Fn() -> Location) -> 
                 json_type(other)
             ),
         )),
-    }
-}
-
-/// A null appended to a column whose cell failed its check.
-fn push_null(column: &mut Values) {
-    match column {
-        Values::Text(values) => values.append_null(),
-        Values::Int(values) | Values::Time(values) => values.push(None),
     }
 }
 

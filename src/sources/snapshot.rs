@@ -83,6 +83,14 @@ impl Values {
         }
     }
 
+    /// A null appended in place of a cell that failed its check.
+    pub(crate) fn push_null(&mut self) {
+        match self {
+            Values::Text(values) => values.append_null(),
+            Values::Int(values) | Values::Time(values) => values.push(None),
+        }
+    }
+
     pub(crate) fn into_column(self, name: &str) -> Column {
         match self {
             Values::Text(values) => values.finish().with_name(name.into()).into_column(),

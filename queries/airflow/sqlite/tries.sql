@@ -1,4 +1,5 @@
--- attempts, Airflow 3.x on SQLite: every try of every task instance.
+-- tries, Airflow 2.x and 3.x on SQLite: every try of every task instance, without its run's
+-- columns (the reader joins each try to its row of runs.sql by dag_id and run_id).
 -- Earlier tries are rows of task_instance_history; the latest try is the task_instance row,
 -- unless history already holds that try number (a try being retried is in both).
 -- Parameters: ?1 since, ?2 until (activity window, 'YYYY-MM-DD HH:MM:SS.ffffff' UTC),
@@ -7,6 +8,9 @@
 -- --since or --until: the semi-join to audited_runs then keeps every run and costs most of the read.
 -- No ORDER BY: the audit does not depend on row order, and sorting a million tries here took
 -- a quarter of the read.
+-- No join to dag_run: SQLite joins by looking each try's run up in dag_run's index and then in
+-- the table, two b-tree descents a try, which took half of the read at a million tries; the
+-- runs are read in one scan instead (runs.sql) and joined by hash as the tries arrive.
 WITH tries AS (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
            hostname, pid, queued_dttm
@@ -21,15 +25,6 @@ WITH tries AS (
           AND h.map_index = ti.map_index AND h.try_number = ti.try_number
     )
 ),
--- The DAG's own zone for key templates: dag.timezone of its newest serialized version (an
--- IANA name, or a fixed offset in seconds); NULL when the DAG is serialized compressed.
--- (SQLite takes the bare column from the row where MAX() is found.)
-zones AS (
-    SELECT dag_id, CAST(json_extract(data, '$.dag.timezone') AS TEXT) AS timezone,
-           MAX(last_updated) AS newest
-    FROM serialized_dag
-    GROUP BY dag_id
-),
 audited_runs AS (
     SELECT DISTINCT dag_id, run_id
     FROM tries
@@ -40,23 +35,13 @@ SELECT CAST(t.dag_id AS TEXT) AS dag_id,
        CAST(t.task_id AS TEXT) AS task_id,
        CAST(t.map_index AS INTEGER) AS map_index,
        CAST(t.run_id AS TEXT) AS run_id,
-       CAST(dr.run_type AS TEXT) AS run_type,
        CAST(t.try_number AS INTEGER) AS try_number,
        CAST(t.state AS TEXT) AS state,
        CAST(t.start_date AS TEXT) AS start_date,
        CAST(t.end_date AS TEXT) AS end_date,
        CAST(t.hostname AS TEXT) AS hostname,
        CAST(t.pid AS INTEGER) AS pid,
-       CAST(t.queued_dttm AS TEXT) AS queued_at,
-       CAST(dr.data_interval_start AS TEXT) AS interval_start,
-       CAST(dr.data_interval_end AS TEXT) AS interval_end,
-       CAST(dr.logical_date AS TEXT) AS logical_date,
-       CAST(dr.run_after AS TEXT) AS run_after,
-       CAST(dr.conf AS TEXT) AS conf,
-       CAST(dr.clear_number AS INTEGER) AS clear_number,
-       z.timezone AS dag_timezone
+       CAST(t.queued_dttm AS TEXT) AS queued_at
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
-JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
-LEFT JOIN zones AS z ON z.dag_id = t.dag_id
 WHERE t.try_number >= 1
