@@ -699,9 +699,15 @@ impl<'f> IntervalSources<'f> {
         }
     }
 
-    fn order(&self, source: u32) -> SourceOrder<'_> {
-        let (source, row) = self.at(source);
-        source.order(row)
+    /// Whether source `a` comes before source `b` in `SourceOrder`. The interval starts are
+    /// compared first and the rest only where they are equal: most pairs differ in their start,
+    /// and `b` (a key's best so far) is a row anywhere in its frame.
+    fn earlier(&self, a: u32, b: u32) -> bool {
+        let ((a, a_row), (b, b_row)) = (self.at(a), self.at(b));
+        match last(a.start.get(a_row)).cmp(&last(b.start.get(b_row))) {
+            std::cmp::Ordering::Equal => a.order(a_row) < b.order(b_row),
+            unequal => unequal.is_lt(),
+        }
     }
 
     fn operation(&self, source: u32) -> Option<&str> {
@@ -729,7 +735,7 @@ impl<'f> IntervalSources<'f> {
             };
             let source = source as u32;
             let slot = &mut best[key as usize];
-            if slot.is_none_or(|current| self.order(source) < self.order(current)) {
+            if slot.is_none_or(|current| self.earlier(source, current)) {
                 *slot = Some(source);
             }
         }

@@ -1,4 +1,5 @@
-use crate::cells::{groups, ints};
+use crate::ahead;
+use crate::cells::{groups, ints, one_chunk};
 use crate::error::Result;
 use crate::prepare::{IntervalObject, Prepared, WantedInterval};
 use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
@@ -36,12 +37,20 @@ impl_rule!(OrphanIntent, check, repair);
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Per key code: an intent, a committed or reconciled row, the first intent's time, an
     // object under it (arrays indexed by key code, not group-bys and joins).
-    let keys = prepared.journal_key_codes()?;
+    let keys = one_chunk(prepared.journal_key_codes()?);
     let phases = crate::cells::text_column(&prepared.journal, "phase")?;
     let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;
     let mut done = prepared.codes.per_key(false);
     let mut first_intent: Vec<Option<Option<i64>>> = prepared.codes.per_key(None);
-    for ((key, phase), at) in keys.iter().zip(phases.iter()).zip(recorded.iter()) {
+    // Rows in no order update their keys' entries all over: each asks for the entries of the
+    // row a few on (`crate::ahead`).
+    let key_codes = ahead::values(&keys);
+    let rows = keys.iter().zip(phases.iter()).zip(recorded.iter());
+    for (row, ((key, phase), at)) in rows.enumerate() {
+        if let Some(&far) = key_codes.get(row + ahead::FAR) {
+            ahead::ask(&done, far as usize);
+            ahead::ask(&first_intent, far as usize);
+        }
         let Some(key) = key else { continue };
         let key = key as usize;
         match phase {
