@@ -9,6 +9,9 @@
 //!
 //! bench/pg_read.sh creates the data (1,000,000 tries) and compares this with psql's `\copy`
 //! of the same rows. Output is one line of `key=value` pairs, for the script to pick from.
+//!
+//! An SQLite file is read the same way: `ONCEONLY_TEST_PG_URL=sqlite:////path/to/airflow.db`
+//! (a `synth` scenario's `airflow.db`; bench/scale/README.md, issue 18, stop 25).
 
 use std::path::Path;
 use std::process::ExitCode;
