@@ -298,7 +298,8 @@ enum Statements {
     Joined(String),
     /// SQLite: the tries (`tries.sql`) and the runs (`runs.sql`), read apart and joined here by
     /// hash ([`Runs`]). SQLite itself would look each try's run up in dag_run's index and then
-    /// in the table: two b-tree descents a try, half of the read at a million tries.
+    /// in the table: two b-tree descents a try (the read of a million tries takes 0.87× the
+    /// time it took that way; bench/scale/README.md, issue 18, stop 25).
     Apart { tries: String, runs: &'static str },
 }
 
