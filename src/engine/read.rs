@@ -96,6 +96,9 @@ pub fn tables_then<T>(
             };
             sources::load_then(config.sources(), &filter, &window, |pending| {
                 crate::timing::phase("read:attempts+journal", started);
+                // What reading them freed (the SQLite runs and their index, batches, builders'
+                // growth) goes back before they are prepared on other threads (`memory`).
+                crate::memory::release_free();
                 then(Read::Pending {
                     pending,
                     options,

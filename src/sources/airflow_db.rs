@@ -254,9 +254,6 @@ impl<'f> AttemptsQuery<'f> {
             Param::Text(&until),
             Param::Text(&dag_like),
         ];
-        let at = |number: usize| {
-            move |column: &str| Location::source(&database.shown).row(number).column(column)
-        };
         let progress = crate::progress::Line::open("attempts", &database.shown);
         let mut read = 0;
         let attempts = match &self.statements {
@@ -267,23 +264,19 @@ impl<'f> AttemptsQuery<'f> {
                     .for_each_row("the tries", sql, &params, &names(&specs), |number, row| {
                         read = number;
                         progress.row(number);
-                        push_row(row, &specs, &mut builders, &at(number))
+                        let at = cell_at(&database.shown, number);
+                        push_row(row, &specs, &mut builders, &at)
                     })
                     .await?;
-                assemble(specs.into_iter().zip(builders).collect())?
+                in_attempts_order(columns_of(specs, builders))?
             }
             Statements::Apart { tries, runs } => {
                 let runs = Runs::read(transaction, runs, &params).await?;
-                let attempts = runs
-                    .join(transaction, tries, &params, |number| {
-                        read = number;
-                        progress.row(number);
-                    })
-                    .await?;
-                // The runs and their index are gone: their pages go back before the next
-                // phase allocates on other threads (`memory`).
-                crate::memory::release_free();
-                attempts
+                runs.join(transaction, tries, &params, |number| {
+                    read = number;
+                    progress.row(number);
+                })
+                .await?
             }
         };
         progress.rows(read as u64);
@@ -298,8 +291,7 @@ enum Statements {
     Joined(String),
     /// SQLite: the tries (`tries.sql`) and the runs (`runs.sql`), read apart and joined here by
     /// hash ([`Runs`]). SQLite itself would look each try's run up in dag_run's index and then
-    /// in the table: two b-tree descents a try (the read of a million tries takes 0.87× the
-    /// time it took that way; bench/scale/README.md, issue 18, stop 25).
+    /// in the table: two b-tree descents a try.
     Apart { tries: String, runs: &'static str },
 }
 
@@ -350,13 +342,8 @@ impl Runs {
         let source = format!("{}, dag_run", database.shown);
         transaction
             .for_each_row("the DAG runs", sql, params, &names, |number, row| {
-                let at = |column: &str| Location::source(&source).row(number).column(column);
-                let [dag_id, run_id] = key_columns.map(|column| {
-                    row.text(column)
-                        .map_err(|message| Error::input(at(names[column]), message))
-                });
-                let (Some(dag_id), Some(run_id)) = (dag_id?, run_id?) else {
-                    // NULL never equals anything: no try is joined to this run.
+                let at = cell_at(&source, number);
+                let Some((dag_id, run_id)) = run_key(row, key_columns, &at)? else {
                     return Ok(());
                 };
                 dag_ids.append_value(&dag_id);
@@ -376,14 +363,9 @@ impl Runs {
             dag_ids: dag_ids.finish(),
             run_ids: run_ids.finish(),
         };
-        let columns = specs
-            .into_iter()
-            .zip(builders)
-            .map(|(spec, values)| (spec, values.into_column(spec.name)))
-            .collect();
         Ok(Runs {
             keys,
-            columns,
+            columns: columns_of(specs, builders),
             refused,
         })
     }
@@ -422,14 +404,8 @@ impl Runs {
         transaction
             .for_each_row("the tries", sql, params, &names(&specs), |number, row| {
                 counted(number);
-                let at =
-                    |column: &str| Location::source(&database.shown).row(number).column(column);
-                let [dag_id, run_id] = key_columns.map(|column| {
-                    row.text(column)
-                        .map_err(|message| Error::input(at(specs[column].name), message))
-                });
-                let (Some(dag_id), Some(run_id)) = (dag_id?, run_id?) else {
-                    // NULL never equals anything: no run.
+                let at = cell_at(&database.shown, number);
+                let Some((dag_id, run_id)) = run_key(row, key_columns, &at)? else {
                     return Ok(());
                 };
                 let Some(run) = index.find((&dag_id, &run_id), guess) else {
@@ -445,11 +421,7 @@ impl Runs {
             })
             .await?;
         let their_runs = IdxCa::from_vec(PlSmallStr::EMPTY, their_runs);
-        let mut joined: Vec<(&ColumnSpec, Column)> = specs
-            .into_iter()
-            .zip(builders)
-            .map(|(spec, values)| (spec, values.into_column(spec.name)))
-            .collect();
+        let mut joined = columns_of(specs, builders);
         for (spec, column) in columns {
             let column = column
                 .take(&their_runs)
@@ -669,13 +641,33 @@ fn in_attempts_order(mut columns: Vec<(&ColumnSpec, Column)>) -> Result<DataFram
     DataFrame::new_infer_height(ordered).engine("assembling attempts")
 }
 
-fn assemble(builders: Vec<(&ColumnSpec, Values)>) -> Result<DataFrame> {
-    in_attempts_order(
-        builders
-            .into_iter()
-            .map(|(spec, values)| (spec, values.into_column(spec.name)))
-            .collect(),
-    )
+/// The columns `builders` built, each with its spec.
+fn columns_of(specs: Vec<&ColumnSpec>, builders: Vec<Values>) -> Vec<(&ColumnSpec, Column)> {
+    specs
+        .into_iter()
+        .zip(builders)
+        .map(|(spec, values)| (spec, values.into_column(spec.name)))
+        .collect()
+}
+
+/// Names a cell of the statement's row `number` in `source` for an error, by its column.
+fn cell_at(source: &str, number: usize) -> impl Fn(&str) -> Location + '_ {
+    move |column| Location::source(source).row(number).column(column)
+}
+
+/// A row's dag_id and run_id (the cells at `columns`), None where either is NULL: NULL never
+/// equals anything, so such a row has no run, or no try, to be joined to.
+fn run_key<'r>(
+    row: &'r Cells<'_>,
+    columns: [usize; 2],
+    at: &dyn Fn(&str) -> Location,
+) -> Result<Option<(Cow<'r, str>, Cow<'r, str>)>> {
+    let [dag_id, run_id] =
+        [(columns[0], "dag_id"), (columns[1], "run_id")].map(|(column, name)| {
+            row.text(column)
+                .map_err(|message| Error::input(at(name), message))
+        });
+    Ok(dag_id?.zip(run_id?))
 }
 
 /// Checks a row's cells of `specs` (by their place there; `conf_pickle` after them) and

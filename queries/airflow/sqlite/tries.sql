@@ -10,7 +10,7 @@
 -- a quarter of the read.
 -- No join to dag_run: SQLite joins by looking each try's run up in dag_run's index and then in
 -- the table, two b-tree descents a try; the runs are read in one scan instead (runs.sql) and
--- joined by hash as the tries arrive, which reads a million tries in 0.87x the time.
+-- joined by hash as the tries arrive.
 WITH tries AS (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
            hostname, pid, queued_dttm
