@@ -271,6 +271,29 @@ fn a_try_is_read_with_its_run_and_a_run_is_checked_where_a_try_has_it() {
     }
 }
 
+#[test]
+fn two_runs_with_one_key_are_refused_naming_the_key() {
+    // dag_run's unique key rules this out; a copy of the table without it lets it happen.
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    scenario.sqlite(
+        "airflow.db",
+        "PRAGMA foreign_keys = OFF; \
+         CREATE TABLE dag_run_copy AS SELECT * FROM dag_run; \
+         DROP TABLE dag_run; \
+         ALTER TABLE dag_run_copy RENAME TO dag_run; \
+         INSERT INTO dag_run SELECT * FROM dag_run WHERE dag_id = 'onceonly_e_manual'",
+    );
+    let output = scenario.audit(&[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("dag_run")
+            && message.contains("two DAG runs have dag_id \"onceonly_e_manual\""),
+        "{message}"
+    );
+    assert!(output.stdout.is_empty(), "no report on a refused read");
+}
+
 /// A writable copy of a fixture database, changed with SQL.
 fn changed_copy(version: &str, sql: &'static str) -> Scenario {
     let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));

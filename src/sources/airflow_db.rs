@@ -445,19 +445,15 @@ impl RunKeys {
     /// belong to both.
     fn index(&self) -> Result<CopiedDictionary<(&str, &str)>> {
         let count = self.dag_ids.len();
-        let keys = || {
-            self.dag_ids
-                .iter()
-                .zip(self.run_ids.iter())
-                .map(|(dag_id, run_id)| Some((dag_id?, run_id?)))
-        };
+        let keys = (self.dag_ids.iter().zip(self.run_ids.iter()))
+            .map(|(dag_id, run_id)| Some((dag_id?, run_id?)));
         let mut index = CopiedDictionary::with_capacity(count);
-        let codes = index.encode_all(keys(), count);
+        let codes = index.encode_all(keys, count);
         // Codes are given in order: a run whose code is not its row has the key of an earlier one.
-        let repeated = (codes.iter().zip(keys()).enumerate())
-            .find_map(|(row, (code, key))| (*code as usize != row).then_some(key));
-        if let Some(key) = repeated {
-            let (dag_id, run_id) = key.expect("every run has its keys");
+        let repeated = (codes.iter().enumerate()).position(|(row, code)| *code as usize != row);
+        if let Some(row) = repeated {
+            let (dag_id, run_id) = (self.dag_ids.get(row), self.run_ids.get(row));
+            let (dag_id, run_id) = (dag_id.unwrap_or_default(), run_id.unwrap_or_default());
             return Err(Error::input(
                 Location::source(&self.source),
                 format!("two DAG runs have dag_id {dag_id:?} and run_id {run_id:?}"),
