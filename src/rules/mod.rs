@@ -308,7 +308,8 @@ pub fn try_ref(run_id: &str, try_number: Option<i64>, map_index: Option<i64>) ->
 /// Runs every selected rule and returns findings in a fixed order, with `beside`'s result:
 /// `beside` runs on a thread of its own, which then takes rules too
 /// ([`crate::parallel::items_then_beside`]). An error is the first failing rule's, in the
-/// order given.
+/// order given. What a rule frees stays with the allocator for the next rules to reuse; the
+/// engine gives it back to the system once they have all run, before the plan.
 pub fn run_all_beside<B: Send>(
     prepared: &Prepared,
     rules: &[&dyn Rule],
@@ -320,8 +321,6 @@ pub fn run_all_beside<B: Send>(
             let rule = rules[index];
             let started = std::time::Instant::now();
             let found = rule.check(prepared);
-            // What the rule worked with goes back before the next one allocates its own.
-            crate::memory::release_free();
             crate::timing::phase(&format!("rules:{}", rule.code()), started);
             found
         },
