@@ -188,6 +188,28 @@ fn expected_rows(objects: &[Value]) -> Vec<String> {
     rows
 }
 
+/// Every row's `raw` is the JSON of that row's own object: the copy the listing kept, with the
+/// id and the status the row's columns hold.
+fn assert_each_row_keeps_its_own_raw(listed: &Listed, context: &str) {
+    let column = |name: &str| onceonly::cells::texts(&listed.provider, name).unwrap();
+    let (ids, statuses, raws) = (column("external_id"), column("status"), column("raw"));
+    assert!(!raws.is_empty(), "{context}: no rows");
+    for ((id, status), raw) in ids.iter().zip(&statuses).zip(&raws) {
+        let object: Value = serde_json::from_str(raw.as_deref().expect("every object has raw"))
+            .unwrap_or_else(|err| panic!("{context}: raw of {id:?} is not JSON: {err}"));
+        assert_eq!(object["id"].as_str(), id.as_deref(), "{context}: {raw:?}");
+        assert_eq!(
+            object["status"].as_str(),
+            status.as_deref(),
+            "{context}: {raw:?}"
+        );
+        assert!(
+            object["metadata"].is_object(),
+            "{context}: raw keeps the whole object"
+        );
+    }
+}
+
 #[test]
 fn every_pagination_style_lists_exactly_the_state() {
     let objects = state();
@@ -207,9 +229,7 @@ fn every_pagination_style_lists_exactly_the_state() {
             listed.coverage
         );
         assert_eq!(listed.coverage.repeated, 0, "{style:?}");
-        let raw = onceonly::cells::texts(&listed.provider, "raw").unwrap();
-        let first: Value = serde_json::from_str(raw[0].as_deref().unwrap()).unwrap();
-        assert!(first["metadata"].is_object(), "raw keeps the whole object");
+        assert_each_row_keeps_its_own_raw(&listed, &format!("{style:?}"));
         for request in mock.requests() {
             assert!(request.starts_with("GET /exports"), "{request}");
         }
@@ -247,6 +267,7 @@ fn created_window_is_listed_exactly_in_every_style() {
         // Cursor and link listings are split into slices of the window and read concurrently.
         let listed = list(&mock, style, "concurrency = 4\nsub_windows = 5", window);
         assert_eq!(listed_rows(&listed), expected, "{style:?}");
+        assert_each_row_keeps_its_own_raw(&listed, &format!("{style:?}, in slices"));
         assert_eq!(listed.coverage.window, window);
         let split = matches!(style, MockPagination::Page | MockPagination::Offset);
         assert_eq!(listed.coverage.sub_windows, if split { 1 } else { 5 });
@@ -315,6 +336,7 @@ fn objects_inserted_mid_listing_are_counted_once() {
         let listed = list(&mock, style, "concurrency = 1", Window::unbounded());
         assert_eq!(listed_rows(&listed), expected, "{style:?}");
         assert_eq!(listed.coverage.repeated, 2, "{style:?}");
+        assert_each_row_keeps_its_own_raw(&listed, &format!("{style:?}, objects repeated"));
         // Identical copies: nothing to warn about.
         assert!(listed.coverage.warnings.is_empty(), "{:?}", listed.coverage);
     }
@@ -436,6 +458,8 @@ fn a_later_differing_copy_wins_with_a_warning() {
         Window::unbounded(),
     );
     assert_eq!(listed.coverage.repeated, 1);
+    // The kept copy's raw JSON, not the first one's: its status is the later one.
+    assert_each_row_keeps_its_own_raw(&listed, "a later differing copy");
     let ids = onceonly::cells::texts(&listed.provider, "external_id").unwrap();
     assert_eq!(ids.len(), objects.len());
     let statuses = onceonly::cells::texts(&listed.provider, "status").unwrap();

@@ -512,8 +512,8 @@ struct Objects {
     /// check is null here, and its object's first such failure is in `refused`.
     rows: DataFrame,
     /// The JSON text of every object (compact, keys in order, as `Value` writes it), one
-    /// after another: the listing's `raw` column is built from these once it ends, in one
-    /// column builder (a builder a page would hold its growth margin for every page).
+    /// after another: once the listing ends, each page's text becomes a buffer of the `raw`
+    /// column, whose cells point into it ([`raw_column`]).
     raw: String,
     /// Where each object's text is in `raw`.
     raw_at: Vec<std::ops::Range<usize>>,
@@ -1377,20 +1377,7 @@ fn frame(
         rows.push((starts[page_index] + object_index) as IdxSize);
         kept_objects.push((page_index, object_index));
     }
-    // The `raw` column, each page's text let go of once its last kept object is copied.
-    let mut last_use = vec![None; pages.len()];
-    for (position, &(page_index, _)) in kept_objects.iter().enumerate() {
-        last_use[page_index] = Some(position);
-    }
-    let mut raw = StringChunkedBuilder::new("raw".into(), kept_objects.len());
-    for (position, &(page_index, object_index)) in kept_objects.iter().enumerate() {
-        let objects = &mut pages[page_index].objects;
-        raw.append_value(objects.raw_text(object_index));
-        if last_use[page_index] == Some(position) {
-            objects.raw = String::new();
-        }
-    }
-    let raw = raw.finish().into_column();
+    let raw = raw_column(api, &mut pages, &kept_objects)?;
     // Nearly always every row is kept, in the order read: then the pages' rows are the listing.
     let total: usize = pages.iter().map(|page| page.objects.len()).sum();
     let every_row_in_order =
@@ -1426,6 +1413,41 @@ fn frame(
         SortMultipleOptions::default(),
     )
     .engine("ordering the provider listing")
+}
+
+/// The listing's `raw` column: each page's text becomes one of the column's buffers and each
+/// kept object (`(page, object)`, in row order) a view into it, so the objects' JSON, the
+/// largest part of a listing, is not copied. A page's text is dropped with the column.
+fn raw_column(api: &ProviderApi, pages: &mut [Page], kept: &[(usize, usize)]) -> Result<Column> {
+    use polars_arrow::array::{Utf8ViewArray, View};
+    use polars_arrow::datatypes::ArrowDataType;
+    use polars_buffer::Buffer;
+
+    let mut buffers: Vec<Buffer<u8>> = Vec::with_capacity(pages.len());
+    for page in pages.iter_mut() {
+        // A view addresses its buffer with 32-bit offsets, and Arrow caps a buffer at 2 GiB.
+        if page.objects.raw.len() > polars_arrow::array::BINVIEW_ARROW_BUFFER_LEN_LIMIT {
+            return Err(api.incomplete(format!(
+                "{}: the objects' JSON is {} bytes, more than the 2 GiB a page's objects may take (ask for fewer objects a page: page_size)",
+                page.label,
+                page.objects.raw.len()
+            )));
+        }
+        buffers.push(Buffer::from(
+            std::mem::take(&mut page.objects.raw).into_bytes(),
+        ));
+    }
+    let views: Vec<View> = kept
+        .iter()
+        .map(|&(page, object)| {
+            let at = pages[page].objects.raw_at[object].clone();
+            // The offset fits in 32 bits: the page's text is under 2 GiB (above).
+            View::new_from_bytes(&buffers[page][at.clone()], page as u32, at.start as u32)
+        })
+        .collect();
+    let array = Utf8ViewArray::try_new(ArrowDataType::Utf8View, views.into(), buffers.into(), None)
+        .engine("assembling the provider listing's raw JSON")?;
+    Ok(StringChunked::with_chunk("raw".into(), array).into_column())
 }
 
 /// Whether the rows are already in `(created_at, external_id)` order, nulls first (as the
