@@ -271,6 +271,80 @@ fn a_try_is_read_with_its_run_and_a_run_is_checked_where_a_try_has_it() {
     }
 }
 
+/// Airflow's tables hold a try being retried twice: its task_instance row and its history
+/// row, with one try number. The try is read once, from the history, in every kind of read; the
+/// task_instance copy (its start moved to 2001 here) neither adds a try nor makes its run
+/// audited for an activity window only it falls in.
+#[test]
+fn a_try_both_tables_hold_is_read_once_from_the_history() {
+    // 3.x names the task instance in its history rows; 2.10 does not.
+    let try_in_both = |version: &str| {
+        let (named, by) = match version {
+            "airflow-2.10.5" => ("", ""),
+            _ => ("task_instance_id, ", "id, "),
+        };
+        let last = "rowid = (SELECT max(rowid) FROM task_instance WHERE try_number >= 1)";
+        format!(
+            "INSERT INTO task_instance_history ({named}task_id, dag_id, run_id, map_index,
+                 try_number, start_date, end_date, state, hostname, pool, pool_slots, pid,
+                 queued_dttm)
+             SELECT {by}task_id, dag_id, run_id, map_index, try_number, start_date, end_date,
+                 state, hostname, pool, pool_slots, pid, queued_dttm
+             FROM task_instance WHERE {last};
+             UPDATE task_instance SET start_date = '2001-01-01 00:00:00.000000',
+                 end_date = '2001-01-01 00:01:00.000000'
+             WHERE {last};"
+        )
+    };
+    let sorted = |read: &airflow_db::AirflowRead| {
+        let key = ["dag_id", "run_id", "task_id", "map_index", "try_number"];
+        read.attempts.sort(key, Default::default()).expect("sort")
+    };
+    let at = |text: &str| onceonly::timestamp::parse(text).expect("a time");
+    for version in VERSIONS {
+        let fixture = fixtures().join("airflow/out").join(version);
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        scenario.sqlite("airflow.db", &try_in_both(version));
+        let dag: String = rusqlite::Connection::open(scenario.path("airflow.db"))
+            .expect("open")
+            .query_row(
+                "SELECT dag_id FROM task_instance WHERE start_date LIKE '2001-%'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("the copied try's DAG");
+        let filters = [
+            Filter::default(),
+            Filter {
+                dag: Some(dag.clone()),
+                ..Filter::default()
+            },
+            Filter {
+                since: Some(at("2000-01-01T00:00:00Z")),
+                until: Some(at("2100-01-01T00:00:00Z")),
+                ..Filter::default()
+            },
+        ];
+        for filter in filters {
+            let before = read(fixture.join("airflow.db"), filter.clone()).expect("read");
+            let after = read(scenario.path("airflow.db"), filter.clone()).expect("read");
+            assert!(before.attempts.height() > 0, "{version} {filter:?}");
+            assert!(
+                sorted(&after).equals_missing(&sorted(&before)),
+                "{version} {filter:?}: the tries differ"
+            );
+        }
+        // Only the task_instance copy was active in 2001: no run is audited.
+        let only_the_copy = Filter {
+            since: Some(at("2000-12-31T00:00:00Z")),
+            until: Some(at("2001-01-02T00:00:00Z")),
+            ..Filter::default()
+        };
+        let read = read(scenario.path("airflow.db"), only_the_copy).expect("read");
+        assert_eq!(read.attempts.height(), 0, "{version}");
+    }
+}
+
 #[test]
 fn two_runs_with_one_key_are_refused_naming_the_key() {
     // dag_run's unique key rules this out; a copy of the table without it lets it happen.

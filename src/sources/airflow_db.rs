@@ -392,31 +392,62 @@ impl Runs {
             .filter(|spec| !Runs::COLUMNS.contains(&spec.name))
             .collect();
         let mut builders = builders(&specs);
-        let key_columns = ["dag_id", "run_id"].map(|name| {
+        let column = |name: &str| {
             specs
                 .iter()
                 .position(|spec| spec.name == name)
-                .expect("a try names its run")
-        });
+                .expect("a try has its key's columns")
+        };
+        let key_columns = ["dag_id", "run_id"].map(column);
+        let try_columns = ["task_id", "map_index", "try_number"].map(column);
+        // `latest` after the columns and `conf_pickle`.
+        let mut names = names(&specs);
+        let latest_column = names.len();
+        names.push("latest");
+        let mut history = TriesInHistory::default();
+        // The latest rows left out so far: the rows are numbered as the tries read.
+        let mut left_out = 0;
         // The run of each try kept: its code in `index`, which is its row of `columns`.
         let mut their_runs: Vec<IdxSize> = Vec::new();
         let mut guess = None;
         transaction
-            .for_each_row("the tries", sql, params, &names(&specs), |number, row| {
-                counted(number);
+            .for_each_row("the tries", sql, params, &names, |number, row| {
+                let number = number - left_out;
                 let at = cell_at(&database.shown, number);
+                let latest = row.int(latest_column) == Ok(Some(1));
                 let Some((dag_id, run_id)) = run_key(row, key_columns, &at)? else {
+                    counted(number);
                     return Ok(());
                 };
                 let Some(run) = index.find((&dag_id, &run_id), guess) else {
+                    counted(number);
                     return Ok(());
                 };
                 guess = Some(run);
+                if latest {
+                    if history.holds(run, row, try_columns) {
+                        left_out += 1;
+                        return Ok(());
+                    }
+                } else if history.after_latest {
+                    return Err(Error::input(
+                        Location::source(&database.shown),
+                        "SQLite gave a try of task_instance_history after task_instance rows; \
+                         onceonly reads the history first, to leave out the tries both tables \
+                         hold",
+                    ));
+                }
+                counted(number);
                 if let Some(err) = refused.remove(&run) {
                     return Err(err);
                 }
                 push_row(row, &specs, &mut builders, &at)?;
                 their_runs.push(run as IdxSize);
+                if latest {
+                    history.after_latest = true;
+                } else {
+                    history.add(run, row, try_columns);
+                }
                 Ok(())
             })
             .await?;
@@ -429,6 +460,55 @@ impl Runs {
             joined.push((spec, column));
         }
         in_attempts_order(joined)
+    }
+}
+
+/// The tries read from task_instance_history (`tries.sql` gives them first), by their run's
+/// code, task, map index and try number: a task_instance row whose try is among them is the
+/// try being retried, read already, and is left out.
+#[derive(Default)]
+struct TriesInHistory {
+    tasks: PlHashMap<String, u32>,
+    tries: PlHashSet<(u32, u32, i64, i64)>,
+    /// Whether a task_instance row has been read: no history row may follow.
+    after_latest: bool,
+}
+
+impl TriesInHistory {
+    /// The try of `row` (its cells at `columns`: task_id, map_index, try_number); None where
+    /// one of them is NULL or unreadable, as such a row equals no other.
+    fn cells<'r>(row: &'r Cells<'_>, columns: [usize; 3]) -> Option<(Cow<'r, str>, i64, i64)> {
+        let [task, map, number] = columns;
+        Some((
+            row.text(task).ok()??,
+            row.int(map).ok()??,
+            row.int(number).ok()??,
+        ))
+    }
+
+    /// Whether the try of `row` in `run` was read from the history.
+    fn holds(&self, run: u32, row: &Cells<'_>, columns: [usize; 3]) -> bool {
+        Self::cells(row, columns).is_some_and(|(task, map, number)| {
+            self.tasks
+                .get(task.as_ref())
+                .is_some_and(|&task| self.tries.contains(&(run, task, map, number)))
+        })
+    }
+
+    /// Notes the try of `row` in `run`, read from the history.
+    fn add(&mut self, run: u32, row: &Cells<'_>, columns: [usize; 3]) {
+        let Some((task, map, number)) = Self::cells(row, columns) else {
+            return;
+        };
+        let code = match self.tasks.get(task.as_ref()) {
+            Some(&code) => code,
+            None => {
+                let code = self.tasks.len() as u32;
+                self.tasks.insert(task.into_owned(), code);
+                code
+            }
+        };
+        self.tries.insert((run, code, map, number));
     }
 }
 

@@ -1,7 +1,10 @@
 -- tries, Airflow 2.x and 3.x on SQLite: every try of every task instance, without its run's
 -- columns (the reader joins each try to its row of runs.sql by dag_id and run_id).
 -- Earlier tries are rows of task_instance_history; the latest try is the task_instance row,
--- unless history already holds that try number (a try being retried is in both).
+-- unless history already holds that try number (a try being retried is in both). Every
+-- history row comes first, then every task_instance row marked `latest`; the reader leaves out
+-- a latest row whose try it has read from the history. SQLite would look each task_instance
+-- row up in the history's index (a b-tree descent a try, most of this query's time).
 -- Parameters: ?1 since, ?2 until (activity window, 'YYYY-MM-DD HH:MM:SS.ffffff' UTC),
 --             ?3 dag_id LIKE pattern (escape character \).
 -- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
@@ -13,23 +16,25 @@
 -- joined by hash as the tries arrive.
 WITH tries AS (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
-           hostname, pid, queued_dttm
+           hostname, pid, queued_dttm, 0 AS latest
     FROM task_instance_history
     UNION ALL
     SELECT ti.dag_id, ti.task_id, ti.map_index, ti.run_id, ti.try_number, ti.state, ti.start_date,
-           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm
+           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm, 1 AS latest
     FROM task_instance AS ti
-    WHERE NOT EXISTS (
-        SELECT 1 FROM task_instance_history AS h
-        WHERE h.dag_id = ti.dag_id AND h.task_id = ti.task_id AND h.run_id = ti.run_id
-          AND h.map_index = ti.map_index AND h.try_number = ti.try_number
-    )
 ),
+-- A latest row whose try the history holds does not make its run audited: only the tries
+-- read do.
 audited_runs AS (
     SELECT DISTINCT dag_id, run_id
-    FROM tries
+    FROM tries AS t
     WHERE dag_id LIKE ?3 ESCAPE '\'
       AND ((start_date >= ?1 AND start_date < ?2) OR (end_date >= ?1 AND end_date < ?2))
+      AND NOT (t.latest = 1 AND EXISTS (
+          SELECT 1 FROM task_instance_history AS h
+          WHERE h.dag_id = t.dag_id AND h.task_id = t.task_id AND h.run_id = t.run_id
+            AND h.map_index = t.map_index AND h.try_number = t.try_number
+      ))
 )
 SELECT CAST(t.dag_id AS TEXT) AS dag_id,
        CAST(t.task_id AS TEXT) AS task_id,
@@ -41,7 +46,8 @@ SELECT CAST(t.dag_id AS TEXT) AS dag_id,
        CAST(t.end_date AS TEXT) AS end_date,
        CAST(t.hostname AS TEXT) AS hostname,
        CAST(t.pid AS INTEGER) AS pid,
-       CAST(t.queued_dttm AS TEXT) AS queued_at
+       CAST(t.queued_dttm AS TEXT) AS queued_at,
+       t.latest AS latest
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
 WHERE t.try_number >= 1
