@@ -336,3 +336,57 @@ fn a_provider_that_rejects_changed_bodies_is_described_in_k002() {
         );
     }
 }
+
+/// What a rule's `## Repair` documentation (shown by `onceonly rule CODE`) says the plan does
+/// is what the plans of its scenarios do: every action kind it names in backticks answers some
+/// finding of the rule in `fires` or `near-miss`, and no other kind answers one.
+#[test]
+fn each_rules_repair_documentation_names_the_actions_its_findings_get() {
+    use std::collections::{BTreeMap, BTreeSet};
+    const KINDS: [&str; 6] = [
+        "adopt-external-id",
+        "void-duplicate",
+        "retry-same-key",
+        "reexport-new-version",
+        "fix-key-derivation",
+        "investigate",
+    ];
+    let mut given: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for rule in REGISTRY {
+        for case in ["fires", "near-miss"] {
+            let options = AuditOptions {
+                plan: true,
+                ..Default::default()
+            };
+            let audit = audit_scenario_with(&format!("{}/{case}", rule.code()), &options);
+            let code_of: BTreeMap<&str, &str> = audit
+                .report
+                .findings
+                .iter()
+                .map(|finding| (finding.id.as_str(), finding.code))
+                .collect();
+            for action in &audit.plan.as_ref().expect("a plan").actions {
+                for answered in &action.answers {
+                    given
+                        .entry(code_of[answered.as_str()])
+                        .or_default()
+                        .insert(action.kind.name());
+                }
+            }
+        }
+    }
+    for rule in REGISTRY {
+        let doc = onceonly::rules::doc_text(*rule);
+        let repair = doc.split("## Repair").nth(1).expect("a Repair section");
+        let named: BTreeSet<&str> = KINDS
+            .into_iter()
+            .filter(|kind| repair.contains(&format!("`{kind}`")))
+            .collect();
+        assert_eq!(
+            named,
+            given.get(rule.code()).cloned().unwrap_or_default(),
+            "{}: the action kinds its Repair section names (left) and those its findings get",
+            rule.code()
+        );
+    }
+}

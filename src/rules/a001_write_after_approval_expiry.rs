@@ -22,8 +22,9 @@ declare_rule! {
     /// 14:10 and the provider created `po_3` at 14:10.
     ///
     /// ## Repair
-    /// Investigate whether the write should stand (`investigate`, manual); redo it under a new
-    /// key version with a new approval (`reexport-new-version`, needs approval).
+    /// Investigate whether the write may stand (`investigate`, manual). If it may not, redo it
+    /// under a new key version with a new approval: the plan leaves that to the person who
+    /// decides, and says so in the action's explanation.
     pub struct WriteAfterApprovalExpiry => "A001", "write-after-approval-expiry", Error;
 }
 impl_rule!(WriteAfterApprovalExpiry, check, repair);

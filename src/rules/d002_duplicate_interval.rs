@@ -24,8 +24,9 @@ declare_rule! {
     ///
     /// ## Repair
     /// Keep the canonical object (committed in the journal, else the earliest) and void the
-    /// others (`void-duplicate`, needs approval); then fix the key derivation so every try of an
-    /// interval sends the same key (`fix-key-derivation`).
+    /// others (`void-duplicate`, needs approval). Then fix the key derivation so every try of
+    /// an interval sends the same key (K001, where the journal shows the keys that changed,
+    /// names the part of the key to change).
     pub struct DuplicateInterval => "D002", "duplicate-interval", Error;
 }
 impl_rule!(

@@ -24,9 +24,10 @@ declare_rule! {
     /// `orders_daily` used `orders:2026-11` for 2026-11-01 and for 2026-11-02.
     ///
     /// ## Repair
-    /// Make the key unique per interval and DAG (`fix-key-derivation`, manual), then re-export
-    /// the intervals that got a replayed object under a new key version
-    /// (`reexport-new-version`, needs approval).
+    /// Make the key unique per interval and DAG (`fix-key-derivation`, manual: a code change),
+    /// then re-export the intervals that got another interval's object under a new key version,
+    /// with a new approval: the action's explanation says so, and the plan proposes no
+    /// re-export of its own.
     pub struct KeyCollision => "K003", "key-collision", Error;
 }
 impl_rule!(KeyCollision, check, repair);

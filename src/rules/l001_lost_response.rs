@@ -26,6 +26,9 @@ declare_rule! {
     /// ## Repair
     /// Write the lost response into the journal as a committed row naming `exp_1`
     /// (`adopt-external-id`, automatic: the provider proves the object exists under the key).
+    /// When the key has a committed object as well, the lost one is a duplicate: the plan
+    /// voids it instead (`void-duplicate`, needs approval: the duplicate finding's action) and
+    /// does not adopt it.
     pub struct LostResponse => "L001", "lost-response", Error;
 }
 impl_rule!(LostResponse, check, repair);

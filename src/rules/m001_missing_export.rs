@@ -24,8 +24,9 @@ declare_rule! {
     /// duplicates, and kept nothing for the interval.
     ///
     /// ## Repair
-    /// Investigate why the object is gone (`investigate`, manual); if the interval needs its
-    /// export, re-export under a new key version with a new approval (`reexport-new-version`).
+    /// Find out why the object is gone, then, if the interval needs its export, export it again
+    /// under a new key version with a new approval (`reexport-new-version`, needs approval:
+    /// its preconditions are that the object is still not live, and the new approval).
     pub struct MissingExport => "M001", "missing-export", Warning;
 }
 impl_rule!(MissingExport, check, repair);
