@@ -271,6 +271,64 @@ fn a_try_is_read_with_its_run_and_a_run_is_checked_where_a_try_has_it() {
     }
 }
 
+/// The bounds the provider listing starts on, before the tries are read, are the read tries'
+/// own: for an audit of every run (the two try tables scanned apart, at once) and for a
+/// filtered one (one query). Bounds that differed would make the listing run again.
+#[test]
+fn the_early_bounds_are_the_bounds_of_the_tries_read() {
+    use onceonly::sources::airflow_db::{AttemptsQuery, TryBounds};
+    use onceonly::sources::read_transaction::ReadTransaction;
+    for version in VERSIONS {
+        let path = fixtures()
+            .join("airflow/out")
+            .join(version)
+            .join("airflow.db");
+        let database = Database::parse(
+            &format!("sqlite:///{}", path.display()),
+            std::path::Path::new("/"),
+            None,
+        )
+        .unwrap();
+        let all = read(path.clone(), Filter::default()).expect("read");
+        let dag = all
+            .attempts
+            .column("dag_id")
+            .unwrap()
+            .str()
+            .unwrap()
+            .get(0)
+            .unwrap()
+            .to_string();
+        for filter in [
+            Filter::default(),
+            Filter {
+                dag: Some(dag),
+                ..Filter::default()
+            },
+        ] {
+            let (early, read) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let mut transaction = ReadTransaction::begin(&database).await?;
+                    let query = AttemptsQuery::prepare(&mut transaction, &filter).await?;
+                    let early = query.bounds(&mut transaction).await?;
+                    let read = query.read(&mut transaction).await?;
+                    transaction.finish().await?;
+                    Ok::<_, onceonly::error::Error>((early, read))
+                })
+                .expect("read");
+            assert!(read.attempts.height() > 0, "{version} {filter:?}");
+            assert_eq!(
+                early,
+                TryBounds::of(&read.attempts).unwrap(),
+                "{version} {filter:?}"
+            );
+        }
+    }
+}
+
 /// Airflow's tables hold a try being retried twice: its task_instance row and its history
 /// row, with one try number. The try is read once, from the history, in every kind of read; the
 /// task_instance copy (its start moved to 2001 here) neither adds a try nor makes its run

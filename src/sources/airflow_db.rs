@@ -19,6 +19,7 @@ use crate::sources::database::{Database, Dialect, Param};
 use crate::sources::pickle;
 use crate::sources::read_transaction::{Cells, ReadTransaction};
 use crate::sources::snapshot::Values;
+use crate::sources::sqlite_rows::SqliteRead;
 use crate::timestamp;
 
 /// Alembic revisions onceonly was checked against, with the Airflow version they belong to.
@@ -186,6 +187,9 @@ impl<'f> AttemptsQuery<'f> {
     /// read (`sources::load`): where the two differ, the tries' own bounds are used.
     pub async fn bounds(&self, transaction: &mut ReadTransaction<'_>) -> Result<TryBounds> {
         let database = transaction.database;
+        if database.dialect == Dialect::Sqlite && unfiltered(self.filter) {
+            return sqlite_bounds_apart(database);
+        }
         let sql = match database.dialect {
             Dialect::Sqlite => include_str!("../../queries/airflow/sqlite/try_bounds.sql"),
             Dialect::Postgres => include_str!("../../queries/airflow/postgres/try_bounds.sql"),
@@ -198,28 +202,20 @@ impl<'f> AttemptsQuery<'f> {
             Param::Text(&until),
             Param::Text(&dag_like),
         ];
-        let names = ["first_start", "last_start", "last_end"];
         let mut times = [None; 3];
         transaction
-            .for_each_row("the tries' bounds", &sql, &params, &names, |number, row| {
-                for (column, time) in times.iter_mut().enumerate() {
-                    *time = row.time(column).map_err(|message| {
-                        Error::input(
-                            Location::source(&database.shown)
-                                .row(number)
-                                .column(names[column]),
-                            message,
-                        )
-                    })?;
-                }
-                Ok(())
-            })
+            .for_each_row(
+                "the tries' bounds",
+                &sql,
+                &params,
+                &BOUNDS,
+                |number, row| {
+                    times = bound_times(row, &database.shown, number)?;
+                    Ok(())
+                },
+            )
             .await?;
-        let [first_start, last_start, last_end] = times;
-        Ok(TryBounds {
-            first_start,
-            last_end: last_end.max(last_start),
-        })
+        Ok(TryBounds::of_times([times]))
     }
 
     /// Reads the tries.
@@ -463,6 +459,68 @@ impl Runs {
     }
 }
 
+/// The columns of `try_bounds.sql` and `try_bounds_of.sql`.
+const BOUNDS: [&str; 3] = ["first_start", "last_start", "last_end"];
+
+/// A row of [`BOUNDS`], each a time; `number` names the row in `shown` for an error.
+fn bound_times(row: &Cells<'_>, shown: &str, number: usize) -> Result<[Option<i64>; 3]> {
+    let mut times = [None; 3];
+    for (column, time) in times.iter_mut().enumerate() {
+        *time = row.time(column).map_err(|message| {
+            Error::input(
+                Location::source(shown).row(number).column(BOUNDS[column]),
+                message,
+            )
+        })?;
+    }
+    Ok(times)
+}
+
+impl TryBounds {
+    /// The bounds of rows of [`BOUNDS`]: the earliest first start, the latest of the last
+    /// starts and ends.
+    fn of_times(rows: impl IntoIterator<Item = [Option<i64>; 3]>) -> TryBounds {
+        let (mut first_start, mut last_end) = (None::<i64>, None::<i64>);
+        for [first, last_start, end] in rows {
+            first_start = match (first_start, first) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            last_end = last_end.max(last_start).max(end);
+        }
+        TryBounds {
+            first_start,
+            last_end,
+        }
+    }
+}
+
+/// [`AttemptsQuery::bounds`] on SQLite for an audit of every run: task_instance and
+/// task_instance_history scanned at once, each on a read-only connection of its own
+/// (`try_bounds_of.sql`). The bounds only start the listing early and are compared with the
+/// tries once read (`sources::load`), so they need not come from the read transaction.
+fn sqlite_bounds_apart(database: &Database) -> Result<TryBounds> {
+    let scan = |table: &str| -> Result<[Option<i64>; 3]> {
+        let sql = include_str!("../../queries/airflow/sqlite/try_bounds_of.sql")
+            .lines()
+            .filter(|line| !line.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("{table}", table);
+        let mut read = SqliteRead::begin(database)?;
+        let mut times = [None; 3];
+        read.for_each_row("the tries' bounds", &sql, &[], &BOUNDS, |number, row| {
+            times = bound_times(&Cells::Sqlite(row), &database.shown, number)?;
+            Ok(())
+        })?;
+        read.finish()?;
+        Ok(times)
+    };
+    let (latest, history) =
+        crate::parallel::side_by_side(|| scan("task_instance"), || scan("task_instance_history"));
+    Ok(TryBounds::of_times([latest?, history?]))
+}
+
 /// The tries read from task_instance_history (`tries.sql` gives them first), by their run's
 /// code, task, map index and try number: a task_instance row whose try is among them is the
 /// try being retried, read already, and is left out.
@@ -543,10 +601,15 @@ impl RunKeys {
     }
 }
 
+/// Whether `filter` keeps every run: no dag, since or until.
+fn unfiltered(filter: &Filter) -> bool {
+    filter.dag.is_none() && filter.since.is_none() && filter.until.is_none()
+}
+
 /// A query of `queries/airflow` as run for `filter`: without a dag, since or until, the lines
 /// ending `-- onceonly: only when filtered` are left out.
 fn as_filtered(sql: &str, filter: &Filter) -> String {
-    let unfiltered = filter.dag.is_none() && filter.since.is_none() && filter.until.is_none();
+    let unfiltered = unfiltered(filter);
     sql.lines()
         .filter(|line| !(unfiltered && line.ends_with("-- onceonly: only when filtered")))
         .collect::<Vec<_>>()

@@ -6,8 +6,9 @@
 -- tries once they are read and lists again if it did (sources::load).
 -- Parameters: ?1 since, ?2 until (activity window, 'YYYY-MM-DD HH:MM:SS.ffffff' UTC),
 --             ?3 dag_id LIKE pattern (escape character \).
--- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
--- --since or --until.
+-- Used when the audit has a --dag, --since or --until (so the line marked `-- onceonly: only
+-- when filtered` is always kept); without them, try_bounds_of.sql scans the two tables at
+-- once, on connections of their own.
 WITH tries AS (
     SELECT dag_id, run_id, start_date, end_date FROM task_instance_history WHERE try_number >= 1
     UNION ALL
