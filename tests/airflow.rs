@@ -139,18 +139,19 @@ fn dag_filter_is_pushed_into_sql() {
     );
 }
 
-fn read(path: PathBuf, filter: Filter) -> onceonly::error::Result<airflow_db::AirflowRead> {
-    let database = Database::parse(
+/// The SQLite file at `path` as a source.
+pub fn sqlite_database(path: &std::path::Path) -> Database {
+    Database::parse(
         &format!("sqlite:///{}", path.display()),
         std::path::Path::new("/"),
         None,
     )
-    .unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(airflow_db::read(&database, &filter))
+    .unwrap()
+}
+
+fn read(path: PathBuf, filter: Filter) -> onceonly::error::Result<airflow_db::AirflowRead> {
+    let database = sqlite_database(&path);
+    crate::postgres::runtime().block_on(airflow_db::read(&database, &filter))
 }
 
 #[test]
@@ -283,12 +284,7 @@ fn the_early_bounds_are_the_bounds_of_the_tries_read() {
             .join("airflow/out")
             .join(version)
             .join("airflow.db");
-        let database = Database::parse(
-            &format!("sqlite:///{}", path.display()),
-            std::path::Path::new("/"),
-            None,
-        )
-        .unwrap();
+        let database = sqlite_database(&path);
         let all = read(path.clone(), Filter::default()).expect("read");
         let dag = all
             .attempts
@@ -306,10 +302,7 @@ fn the_early_bounds_are_the_bounds_of_the_tries_read() {
                 ..Filter::default()
             },
         ] {
-            let (early, read) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
+            let (early, read) = crate::postgres::runtime()
                 .block_on(async {
                     let mut transaction = ReadTransaction::begin(&database).await?;
                     let query = AttemptsQuery::prepare(&mut transaction, &filter).await?;

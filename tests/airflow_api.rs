@@ -444,12 +444,7 @@ fn read_db(version: &str, dag: Option<&str>) -> DataFrame {
         .join("airflow/out")
         .join(version)
         .join("airflow.db");
-    let database = Database::parse(
-        &format!("sqlite:///{}", path.display()),
-        std::path::Path::new("/"),
-        None,
-    )
-    .unwrap();
+    let database = crate::airflow::sqlite_database(&path);
     let filter = Filter {
         dag: dag.map(str::to_string),
         ..Filter::default()
