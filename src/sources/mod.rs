@@ -168,19 +168,9 @@ pub fn load_then<T>(
 ) -> Result<T> {
     let slack = window.slack;
     let shared = shared_database(from);
-    let list_early = window.list_early && matches!(from.provider, Source::Listing(_));
-    // The listing is the longest read, and it starts once the database has given the tries'
-    // bounds: the journal's read waits for them, so the queries that find them have the
-    // machine to themselves. It goes on when `listing_started` is sent, or dropped (the
-    // attempts' read is over, or failed, first).
-    let bounds_first = list_early && matches!(from.attempts, Source::Database(_));
-    let (listing_started, wait_for_listing) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
         let journal = shared.is_none().then(|| {
-            scope.spawn(move || {
-                if bounds_first {
-                    let _ = wait_for_listing.recv();
-                }
+            scope.spawn(|| {
                 let started = std::time::Instant::now();
                 let journal = read_journal(from);
                 crate::timing::phase("read:journal", started);
@@ -189,17 +179,16 @@ pub fn load_then<T>(
         });
         let mut provider = Provider::start(scope, from);
         let started = std::time::Instant::now();
-        let mut start_listing = |bounds: airflow_db::TryBounds| {
+        let mut list_early = |bounds: airflow_db::TryBounds| {
             if let Source::Listing(api) = from.provider {
                 let window = bounds.listing_window(slack, filter.since, filter.until);
                 provider = Provider::listing(scope, api, window);
             }
-            let _ = listing_started.send(());
         };
-        let early: Option<&mut dyn FnMut(airflow_db::TryBounds)> =
-            list_early.then_some(&mut start_listing);
+        let early: Option<&mut dyn FnMut(airflow_db::TryBounds)> = (window.list_early
+            && matches!(from.provider, Source::Listing(_)))
+        .then_some(&mut list_early);
         let read = read_attempts(from, filter, shared.map(|(_, table)| table), early);
-        drop(listing_started);
         crate::timing::phase(
             match shared {
                 Some(_) => "read:attempts+journal",
