@@ -184,7 +184,7 @@ impl<'f> AttemptsQuery<'f> {
 
     /// The bounds of the tries [`read`](Self::read) returns, as the database finds them in a
     /// quick scan of the try tables (`try_bounds.sql`; on SQLite, for an audit of every run,
-    /// the two tables scanned at once: [`sqlite_bounds_apart`]). They are compared with the
+    /// the two tables scanned at once, `sqlite_bounds_apart`). They are compared with the
     /// tries once read (`sources::load`): where the two differ, the tries' own bounds are used.
     pub async fn bounds(&self, transaction: &mut ReadTransaction<'_>) -> Result<TryBounds> {
         let database = transaction.database;
