@@ -12,15 +12,10 @@ DIR=$1 ROUNDS=$2
 shift 2
 [ $# -ge 1 ] || { echo "usage: $0 DIR ROUNDS ONCEONLY..." >&2; exit 2; }
 WORK=$(mktemp -d /tmp/onceonly-bounds.XXXXXX)
-"$1" mock-provider --state "$DIR/provider_state.json" --page-size 1000 >"$WORK/mock.url" 2>"$WORK/mock.err" &
-MOCK=$!
+MOCK=
 trap 'kill $MOCK 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 3000); do [ -s "$WORK/mock.url" ] && break; sleep 0.1; done
-URL=$(head -1 "$WORK/mock.url")
-[ -n "$URL" ] || { echo "the mock provider did not start:" >&2; cat "$WORK/mock.err" >&2; exit 1; }
-sed "s#__PROVIDER_URL__#$URL#" "$DIR/onceonly-listing.toml" >"$WORK/listing.toml"
-ln -s "$DIR/airflow.db" "$WORK/airflow.db"
-ln -s "$DIR/journal.db" "$WORK/journal.db"
+. "$(dirname "$0")/listed_sources.sh"
+serve_listed_sources "$DIR" "$WORK" "$1" || exit 1
 for _ in $(seq "$ROUNDS"); do
     for bin in "$@"; do
         ONCEONLY_TIMINGS=1 timeout -s INT 3 "$bin" audit --config "$WORK/listing.toml" \

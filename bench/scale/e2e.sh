@@ -17,16 +17,10 @@ ROUNDS=$2
 shift 2
 [ $# -ge 1 ] || { echo "usage: $0 DIR ROUNDS ONCEONLY..." >&2; exit 2; }
 WORK=$(mktemp -d /tmp/onceonly-e2e.XXXXXX)
-"$1" mock-provider --state "$DIR/provider_state.json" --page-size 1000 >"$WORK/mock.url" 2>"$WORK/mock.err" &
-MOCK=$!
+MOCK=
 trap 'kill $MOCK 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 3000); do [ -s "$WORK/mock.url" ] && break; sleep 0.1; done
-URL=$(head -1 "$WORK/mock.url")
-[ -n "$URL" ] || { echo "the mock provider did not start:" >&2; cat "$WORK/mock.err" >&2; exit 1; }
-sed "s#__PROVIDER_URL__#$URL#" "$DIR/onceonly-listing.toml" >"$WORK/listing.toml"
-# The config names the databases relative to itself.
-ln -s "$DIR/airflow.db" "$WORK/airflow.db"
-ln -s "$DIR/journal.db" "$WORK/journal.db"
+. "$(dirname "$0")/listed_sources.sh"
+serve_listed_sources "$DIR" "$WORK" "$1" || exit 1
 
 for round in $(seq 1 "$ROUNDS"); do
     for index in $(seq 1 $#); do
