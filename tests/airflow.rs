@@ -139,6 +139,14 @@ fn dag_filter_is_pushed_into_sql() {
     );
 }
 
+/// A real-Airflow fixture's metadata database (`fixtures/airflow/out/<version>/airflow.db`).
+pub fn fixture_db(version: &str) -> PathBuf {
+    fixtures()
+        .join("airflow/out")
+        .join(version)
+        .join("airflow.db")
+}
+
 /// The SQLite file at `path` as a source.
 pub fn sqlite_database(path: &std::path::Path) -> Database {
     Database::parse(
@@ -157,14 +165,7 @@ fn read(path: PathBuf, filter: Filter) -> onceonly::error::Result<airflow_db::Ai
 #[test]
 fn tries_come_from_history_and_task_instance_with_decoded_conf() {
     for version in VERSIONS {
-        let read = read(
-            fixtures()
-                .join("airflow/out")
-                .join(version)
-                .join("airflow.db"),
-            Filter::default(),
-        )
-        .expect("read");
+        let read = read(fixture_db(version), Filter::default()).expect("read");
         let attempts = read.attempts;
         let expected = expected(version);
         assert_eq!(
@@ -214,8 +215,7 @@ fn manual_run(attempts: &polars::prelude::DataFrame) -> (String, usize) {
 #[test]
 fn a_try_is_read_with_its_run_and_a_run_is_checked_where_a_try_has_it() {
     for version in VERSIONS {
-        let fixture = fixtures().join("airflow/out").join(version);
-        let all = read(fixture.join("airflow.db"), Filter::default()).expect("read");
+        let all = read(fixture_db(version), Filter::default()).expect("read");
         let (run_id, tries) = manual_run(&all.attempts);
         let this_run = format!("dag_id = 'onceonly_e_manual' AND run_id = '{run_id}'");
 
@@ -280,10 +280,7 @@ fn the_early_bounds_are_the_bounds_of_the_tries_read() {
     use onceonly::sources::airflow_db::{AttemptsQuery, TryBounds};
     use onceonly::sources::read_transaction::ReadTransaction;
     for version in VERSIONS {
-        let path = fixtures()
-            .join("airflow/out")
-            .join(version)
-            .join("airflow.db");
+        let path = fixture_db(version);
         let database = sqlite_database(&path);
         let all = read(path.clone(), Filter::default()).expect("read");
         let dag = all
@@ -353,7 +350,6 @@ fn a_try_both_tables_hold_is_read_once_from_the_history() {
     };
     let at = |text: &str| onceonly::timestamp::parse(text).expect("a time");
     for version in VERSIONS {
-        let fixture = fixtures().join("airflow/out").join(version);
         let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
         scenario.sqlite("airflow.db", &try_in_both(version));
         let dag: String = rusqlite::Connection::open(scenario.path("airflow.db"))
@@ -377,7 +373,7 @@ fn a_try_both_tables_hold_is_read_once_from_the_history() {
             },
         ];
         for filter in filters {
-            let before = read(fixture.join("airflow.db"), filter.clone()).expect("read");
+            let before = read(fixture_db(version), filter.clone()).expect("read");
             let after = read(scenario.path("airflow.db"), filter.clone()).expect("read");
             assert!(before.attempts.height() > 0, "{version} {filter:?}");
             assert!(
@@ -532,10 +528,7 @@ fn findings_of(report: &serde_json::Value, dag: &str) -> Vec<serde_json::Value> 
 #[test]
 fn the_dags_own_zone_is_read_from_the_serialized_dag() {
     for version in VERSIONS {
-        let path = fixtures()
-            .join("airflow/out")
-            .join(version)
-            .join("airflow.db");
+        let path = fixture_db(version);
         let attempts = read(path, Filter::default()).expect("read").attempts;
         let column = |name: &str| -> Vec<Option<String>> {
             attempts

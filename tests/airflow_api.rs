@@ -440,10 +440,7 @@ fn read_api(api: &AirflowApi, filter: &Filter) -> onceonly::error::Result<DataFr
 }
 
 fn read_db(version: &str, dag: Option<&str>) -> DataFrame {
-    let path = fixtures()
-        .join("airflow/out")
-        .join(version)
-        .join("airflow.db");
+    let path = crate::airflow::fixture_db(version);
     let database = crate::airflow::sqlite_database(&path);
     let filter = Filter {
         dag: dag.map(str::to_string),
@@ -583,7 +580,7 @@ fn activity_window_keeps_whole_runs_like_the_sql_reader() {
         until: Some(since + 1),
     };
     let from_api = read_api(&api(&server, Some(ApiVersion::V2), None), &filter).unwrap();
-    let path = fixtures().join("airflow/out").join(V2).join("airflow.db");
+    let path = crate::airflow::fixture_db(V2);
     let database = Database::parse(
         &format!("sqlite:///{}", path.display()),
         std::path::Path::new("/"),
