@@ -503,10 +503,6 @@ impl TryBounds {
 fn sqlite_bounds_apart(database: &Database) -> Result<TryBounds> {
     let scan = |table: &str| -> Result<[Option<i64>; 3]> {
         let sql = include_str!("../../queries/airflow/sqlite/try_bounds_of.sql")
-            .lines()
-            .filter(|line| !line.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n")
             .replace("{table}", table);
         let mut read = SqliteRead::begin(database)?;
         let mut times = [None; 3];
