@@ -70,8 +70,10 @@ fn a_changed_or_incomplete_snapshot_is_refused() {
     );
 }
 
-/// A snapshot saved before `attempts` had `dag_timezone`: the same audit's snapshot with that
-/// column taken out of `attempts.parquet` (and the manifest's hashes made to match).
+/// A snapshot saved before `attempts` had `dag_timezone`, and before manifests held the tables'
+/// content hashes (format 1): the same audit's snapshot with that column taken out of
+/// `attempts.parquet`, and the manifest written as format 1 wrote it (`content_hash` over the
+/// files' SHA-256s).
 fn without_dag_timezone(dir: &std::path::Path) {
     use polars::prelude::*;
     use sha2::{Digest, Sha256};
@@ -95,7 +97,14 @@ fn without_dag_timezone(dir: &std::path::Path) {
     let manifest_path = dir.join("manifest.json");
     let mut manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest["format_version"] = 1.into();
     manifest["tables"]["attempts"]["sha256"] = hex(&bytes).into();
+    for table in ["attempts", "journal", "provider"] {
+        manifest["tables"][table]
+            .as_object_mut()
+            .unwrap()
+            .remove("content_sha256");
+    }
     let hashes: Vec<&str> = ["attempts", "journal", "provider"]
         .iter()
         .map(|table| manifest["tables"][table]["sha256"].as_str().unwrap())
@@ -112,8 +121,21 @@ fn a_snapshot_from_before_the_dags_zone_still_loads() {
     let now = scenario.audit(&["--format", "json", "--save-snapshot", dir]);
     assert_eq!(now.status.code(), Some(1), "{}", stderr(&now));
     without_dag_timezone(&scenario.path("evidence"));
-    let old = scenario.audit(&["--format", "json", "--from-snapshot", dir]);
+    let plan = scenario.path("plan.json");
+    let old = scenario.audit(&[
+        "--format",
+        "json",
+        "--from-snapshot",
+        dir,
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
     assert_eq!(old.status.code(), Some(1), "{}", stderr(&old));
+    // A plan made from a format-1 snapshot quotes the content hash that snapshot recorded.
+    assert_eq!(
+        json_file(&plan)["inputs_fingerprint"],
+        json_file(&scenario.path("evidence/manifest.json"))["content_hash"]
+    );
     let report = |output: &std::process::Output| -> serde_json::Value {
         serde_json::from_slice(&output.stdout).unwrap()
     };
@@ -123,4 +145,84 @@ fn a_snapshot_from_before_the_dags_zone_still_loads() {
     assert_eq!(old["findings"], now["findings"]);
     assert_eq!(old["summary"], now["summary"]);
     assert_eq!(old["coverage"]["tries"], now["coverage"]["tries"]);
+}
+
+fn json_file(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A plan's inputs fingerprint is the content hash of a snapshot of the same tables, however
+/// the tables came: read from the sources, or from the snapshot, or saved again from it.
+#[test]
+fn a_plan_quotes_the_content_hash_of_a_snapshot_of_its_inputs() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let (first, again) = (scenario.path("first"), scenario.path("again"));
+    let (plan, plan_again) = (scenario.path("plan.json"), scenario.path("again.json"));
+    let audit = |args: &[&std::path::Path]| {
+        let args: Vec<&str> = args.iter().map(|path| path.to_str().unwrap()).collect();
+        let output = scenario.audit(&args);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    };
+    let flag = std::path::Path::new;
+    audit(&[flag("--save-snapshot"), &first, flag("--plan"), &plan]);
+    audit(&[
+        flag("--from-snapshot"),
+        &first,
+        flag("--save-snapshot"),
+        &again,
+        flag("--plan"),
+        &plan_again,
+    ]);
+    let manifest = json_file(&first.join("manifest.json"));
+    assert_eq!(manifest["format_version"], 2);
+    for table in ["attempts", "journal", "provider"] {
+        assert_eq!(
+            manifest["tables"][table]["content_sha256"]
+                .as_str()
+                .unwrap()
+                .len(),
+            64
+        );
+    }
+    let hash = &manifest["content_hash"];
+    assert_eq!(&json_file(&plan)["inputs_fingerprint"], hash);
+    assert_eq!(&json_file(&plan_again)["inputs_fingerprint"], hash);
+    assert_eq!(
+        &json_file(&again.join("manifest.json"))["content_hash"],
+        hash
+    );
+}
+
+/// A manifest whose content hash is not that of its tables' content hashes is refused, by name.
+#[test]
+fn a_manifest_whose_content_hashes_disagree_is_refused() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let dir = scenario.path("evidence");
+    let output = scenario.audit(&["--save-snapshot", dir.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let path = dir.join("manifest.json");
+    let mut manifest = json_file(&path);
+    manifest["tables"]["journal"]["content_sha256"] = "0".repeat(64).into();
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let output = scenario.audit(&["--from-snapshot", dir.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("manifest.json") && stderr(&output).contains("content_hash"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A format-2 manifest without a table's content hash names the table.
+    manifest["tables"]["provider"]
+        .as_object_mut()
+        .unwrap()
+        .remove("content_sha256");
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let output = scenario.audit(&["--from-snapshot", dir.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("`provider` table has no content_sha256"),
+        "{}",
+        stderr(&output)
+    );
 }

@@ -2,6 +2,7 @@
 
 pub mod airflow_api;
 pub mod airflow_db;
+pub mod content;
 pub mod database;
 pub mod journal_db;
 pub mod page_json;

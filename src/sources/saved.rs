@@ -1,9 +1,14 @@
 //! Saved snapshots (SPEC §2): what a run read, kept as evidence and re-read offline.
 //!
 //! `--save-snapshot DIR` writes one Parquet file per canonical table and `manifest.json`: the
-//! sources as the report names them, the audit's window, row counts, each file's SHA-256 and
-//! one content hash over all three. `--from-snapshot DIR` checks every hash before reading, so
-//! an audit from a snapshot is an audit of exactly what was seen, and gives the same report.
+//! sources as the report names them, the audit's window, row counts, each file's SHA-256, each
+//! table's content hash ([`content`]) and one content hash over all three, which a plan made
+//! from the same tables quotes as its inputs' fingerprint. `--from-snapshot DIR` checks every
+//! file's hash before reading, so an audit from a snapshot is an audit of exactly what was
+//! seen, and gives the same report.
+//!
+//! A snapshot of format 1 (before the tables' content hashes) is still read: its content hash
+//! is over the files' hashes, and a plan made from it quotes that value, as it did then.
 //! Secrets never reach a snapshot: sources are named as reports name them, without passwords.
 
 use std::collections::BTreeMap;
@@ -16,10 +21,13 @@ use sha2::{Digest, Sha256};
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{ProviderWindow, Table};
 use crate::sources::Tables;
-use crate::sources::snapshot;
+use crate::sources::{content, snapshot};
 
 pub const MANIFEST: &str = "manifest.json";
-const FORMAT_VERSION: u32 = 1;
+/// Format 2: each table's content hash, and `content_hash` over those. Format 1 had neither
+/// (its `content_hash` is over the files' SHA-256s); it is still read.
+const FORMAT_VERSION: u32 = 2;
+const FORMAT_FILES_HASHED: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Manifest {
@@ -29,7 +37,8 @@ pub struct Manifest {
     pub window: Window,
     pub tables: BTreeMap<String, TableEntry>,
     pub warnings: Vec<String>,
-    /// SHA-256 over the tables' hashes in table order: one value to quote in an incident.
+    /// SHA-256 over the tables' content hashes in table order (format 1: over the files'
+    /// SHA-256s): one value to quote in an incident, and what a plan of these tables quotes.
     pub content_hash: String,
 }
 
@@ -50,50 +59,34 @@ pub struct TableEntry {
     pub file: String,
     pub source: String,
     pub rows: usize,
+    /// The file's SHA-256.
     pub sha256: String,
+    /// The table's content hash ([`content`]); absent from a format-1 snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_sha256: Option<String>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-fn hex(digest: &[u8]) -> String {
+pub(super) fn hex(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A table as a snapshot file holds it.
 fn parquet_bytes(frame: &DataFrame) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    write_parquet(frame, &mut bytes)?;
-    Ok(bytes)
-}
-
-/// A table as a snapshot file holds it: the one Parquet encoding of [`save`] and
-/// [`table_hash`].
-fn write_parquet(frame: &DataFrame, to: impl std::io::Write) -> Result<()> {
-    ParquetWriter::new(to)
+    ParquetWriter::new(&mut bytes)
         .with_statistics(StatisticsOptions::empty())
         .finish(&mut frame.clone())
         .engine("writing a snapshot table")?;
-    Ok(())
-}
-
-/// Hashes what is written to it.
-struct HashingWriter(Sha256);
-
-impl std::io::Write for HashingWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    Ok(bytes)
 }
 
 /// The inputs' fingerprint: the content hash a snapshot of these tables would have, so a plan
 /// made from a snapshot and the snapshot's manifest quote the same value. Tables read from a
-/// snapshot already have it, checked against the files, and are not encoded again.
+/// snapshot already have it, from the manifest, and are not hashed again.
 pub fn fingerprint(tables: &Tables) -> Result<String> {
     if let Some(hash) = &tables.snapshot_hash {
         return Ok(hash.clone());
@@ -105,12 +98,9 @@ pub fn fingerprint(tables: &Tables) -> Result<String> {
     Ok(fingerprint_of(&hashes))
 }
 
-/// The hash of one table as a snapshot would hold it: one part of [`fingerprint`]. The
-/// encoding is hashed as it is written, never held whole.
+/// The content hash of one table ([`content`]): one part of [`fingerprint`].
 pub fn table_hash(frame: &DataFrame) -> Result<String> {
-    let mut hashing = HashingWriter(Sha256::new());
-    write_parquet(frame, &mut hashing)?;
-    Ok(hex(&hashing.0.finalize()))
+    content::table_hash(frame)
 }
 
 /// [`fingerprint`] from the hashes of the attempts, the journal and the provider
@@ -119,14 +109,21 @@ pub fn fingerprint_of(hashes: &[String]) -> String {
     sha256_hex(hashes.join("\n").as_bytes())
 }
 
-fn content_hash(tables: &BTreeMap<String, TableEntry>) -> String {
-    let joined: String = Table::ALL
+/// The manifest's content hash from its tables' entries: over their content hashes, or for a
+/// format-1 manifest over their files' hashes. None when a table has no hash of that kind.
+fn content_hash(format_version: u32, tables: &BTreeMap<String, TableEntry>) -> Option<String> {
+    let hashes: Option<Vec<String>> = Table::ALL
         .iter()
-        .filter_map(|table| tables.get(table.name()))
-        .map(|entry| entry.sha256.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-    sha256_hex(joined.as_bytes())
+        .map(|table| {
+            let entry = tables.get(table.name())?;
+            if format_version == FORMAT_FILES_HASHED {
+                Some(entry.sha256.clone())
+            } else {
+                entry.content_sha256.clone()
+            }
+        })
+        .collect();
+    Some(fingerprint_of(&hashes?))
 }
 
 /// Writes the tables and the manifest into `dir` (created if missing).
@@ -146,6 +143,7 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
                 source: tables.origin(table).to_string(),
                 rows: frame.height(),
                 sha256: sha256_hex(&bytes),
+                content_sha256: Some(table_hash(frame)?),
             },
         );
     }
@@ -153,7 +151,8 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
         format_version: FORMAT_VERSION,
         written_by: format!("onceonly {}", env!("CARGO_PKG_VERSION")),
         window,
-        content_hash: content_hash(&entries),
+        content_hash: content_hash(FORMAT_VERSION, &entries)
+            .expect("every table saved has its content hash"),
         tables: entries,
         warnings: tables.warnings.clone(),
     };
@@ -176,19 +175,13 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
             format!("not a snapshot manifest: {err}"),
         )
     })?;
-    if manifest.format_version != FORMAT_VERSION {
+    if ![FORMAT_FILES_HASHED, FORMAT_VERSION].contains(&manifest.format_version) {
         return Err(Error::input(
             Location::source(&shown),
             format!(
-                "snapshot format {} is not one this onceonly reads ({FORMAT_VERSION})",
+                "snapshot format {} is not one this onceonly reads ({FORMAT_FILES_HASHED} or {FORMAT_VERSION})",
                 manifest.format_version
             ),
-        ));
-    }
-    if content_hash(&manifest.tables) != manifest.content_hash {
-        return Err(Error::input(
-            Location::source(&shown),
-            "content_hash does not match the tables' hashes",
         ));
     }
     let mut entries = Vec::new();
@@ -205,7 +198,21 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
                 format!("file name {:?} leaves the snapshot folder", entry.file),
             ));
         }
+        if manifest.format_version != FORMAT_FILES_HASHED && entry.content_sha256.is_none() {
+            return Err(Error::input(
+                Location::source(&shown),
+                format!("the `{}` table has no content_sha256", table.name()),
+            ));
+        }
         entries.push((table, entry));
+    }
+    if content_hash(manifest.format_version, &manifest.tables).as_ref()
+        != Some(&manifest.content_hash)
+    {
+        return Err(Error::input(
+            Location::source(&shown),
+            "content_hash does not match the tables' hashes",
+        ));
     }
     // The tables are read, checked and decoded each on a thread of its own; the first error in
     // table order is the one reported.
@@ -282,26 +289,4 @@ fn read_table(dir: &Path, table: Table, entry: &TableEntry, raw: bool) -> Result
         ));
     }
     Ok(frame)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The hash made while the encoding is written is the hash of the file `save` writes.
-    #[test]
-    fn a_table_hash_is_the_hash_of_its_snapshot_file() {
-        let rows = 100_000;
-        let frame = df!(
-            "id" => (0..rows).map(|row| format!("object-{row}")).collect::<Vec<_>>(),
-            "created" => (0..rows as i64).collect::<Vec<_>>(),
-        )
-        .unwrap();
-        let bytes = parquet_bytes(&frame).unwrap();
-        assert!(
-            bytes.len() > 100_000,
-            "the encoding is written in more than one piece"
-        );
-        assert_eq!(table_hash(&frame).unwrap(), sha256_hex(&bytes));
-    }
 }
