@@ -78,8 +78,8 @@ pub fn audit_tables(config: &Config, tables: &Tables, options: &AuditOptions) ->
 /// is read.
 fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> Result<Audit> {
     // A plan quotes the inputs' fingerprint, which for tables read from live sources means
-    // encoding them as a snapshot would; it is worked out on threads of its own beside the
-    // audit.
+    // hashing their content as a snapshot's manifest would; it is worked out on threads of its
+    // own beside the audit.
     std::thread::scope(|threads| {
         let mut fingerprint = options.plan.then(|| Fingerprint::start(threads, &read));
         let cut = prepare::Cut::of(&read, options);
