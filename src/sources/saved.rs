@@ -130,10 +130,33 @@ fn content_hash(format_version: u32, tables: &BTreeMap<String, TableEntry>) -> O
 pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
     let shown = dir.display().to_string();
     std::fs::create_dir_all(dir).map_err(|err| Error::io(&shown, err))?;
+    // Each table is encoded and hashed on a thread of its own; the files are written in table
+    // order, so the first error in that order is the one reported.
+    // (the file's bytes, their SHA-256, the table's content hash)
+    let encoded: Vec<Result<(Vec<u8>, String, String)>> = std::thread::scope(|threads| {
+        let encoding: Vec<_> = Table::ALL
+            .iter()
+            .map(|&table| {
+                threads.spawn(move || {
+                    let started = std::time::Instant::now();
+                    let frame = tables.get(table);
+                    let bytes = parquet_bytes(frame)?;
+                    let sha256 = sha256_hex(&bytes);
+                    let content_sha256 = table_hash(frame)?;
+                    crate::timing::phase(&format!("save:{}", table.name()), started);
+                    Ok((bytes, sha256, content_sha256))
+                })
+            })
+            .collect();
+        encoding
+            .into_iter()
+            .map(|thread| thread.join().expect("saving a table does not panic"))
+            .collect()
+    });
     let mut entries = BTreeMap::new();
-    for table in Table::ALL {
+    for (table, encoded) in Table::ALL.into_iter().zip(encoded) {
+        let (bytes, sha256, content_sha256) = encoded?;
         let frame = tables.get(table);
-        let bytes = parquet_bytes(frame)?;
         let file = format!("{}.parquet", table.name());
         crate::output::file(&dir.join(&file), &bytes)?;
         entries.insert(
@@ -142,8 +165,8 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
                 file,
                 source: tables.origin(table).to_string(),
                 rows: frame.height(),
-                sha256: sha256_hex(&bytes),
-                content_sha256: Some(table_hash(frame)?),
+                sha256,
+                content_sha256: Some(content_sha256),
             },
         );
     }
