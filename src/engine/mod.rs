@@ -140,8 +140,13 @@ impl<'scope> Fingerprint<'scope> {
         }
     }
 
-    /// Starts hashing the provider, now read.
+    /// Starts hashing the provider, now read; tables just saved as a snapshot have their
+    /// manifest's content hash, which is the fingerprint.
     fn provider<'env>(&mut self, threads: &'scope Scope<'scope, 'env>, tables: &Tables) {
+        if let Some(hash) = &tables.snapshot_hash {
+            *self = Fingerprint::Known(hash.clone());
+            return;
+        }
         if let Fingerprint::Hashing { provider, .. } = self {
             let objects = tables.provider.clone();
             *provider = Some(threads.spawn(move || {

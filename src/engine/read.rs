@@ -61,8 +61,11 @@ impl<'a> Read<'a> {
                 options,
                 started,
             } => {
-                let tables = pending.tables()?;
-                read(&tables, options, started)?;
+                let mut tables = pending.tables()?;
+                // Saved as a snapshot: its manifest's content hash is these tables', hashed once.
+                if let Some(manifest) = read(&tables, options, started)? {
+                    tables.snapshot_hash = Some(manifest.content_hash);
+                }
                 Ok(Cow::Owned(tables))
             }
         }
@@ -109,8 +112,12 @@ pub fn tables_then<T>(
     }
 }
 
-/// The read's timings, and the snapshot saved when asked.
-fn read(tables: &Tables, options: &AuditOptions, started: std::time::Instant) -> Result<()> {
+/// The read's timings, and the snapshot saved when asked (its manifest).
+fn read(
+    tables: &Tables,
+    options: &AuditOptions,
+    started: std::time::Instant,
+) -> Result<Option<sources::saved::Manifest>> {
     crate::timing::phase("read", started);
     for table in Table::ALL {
         crate::timing::size(table.name(), tables.get(table));
@@ -129,7 +136,7 @@ fn read(tables: &Tables, options: &AuditOptions, started: std::time::Instant) ->
                 .and_then(|w| w.to)
                 .map(timestamp::format),
         };
-        sources::saved::save(dir, tables, window)?;
+        return sources::saved::save(dir, tables, window).map(Some);
     }
-    Ok(())
+    Ok(None)
 }

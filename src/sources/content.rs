@@ -16,7 +16,7 @@
 //!   UTF-8 bytes.
 //!
 //! Every number is little-endian. The rows are framed as little as that, since SHA-256 over the
-//! encoding is most of the time it takes (about a gigabyte and a half at a million intervals).
+//! encoding is most of the time the hash takes.
 
 use polars::prelude::*;
 use sha2::{Digest, Sha256};

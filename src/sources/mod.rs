@@ -108,7 +108,7 @@ pub struct Tables {
     /// The created-at window a provider listing was asked for; None: the source held it all.
     pub listed_window: Option<ProviderWindow>,
     /// The content hash of a snapshot these tables were read from (its manifest's, checked
-    /// against the files), so a plan need not encode the tables again to quote it.
+    /// against the files) or saved as, so a plan need not hash the tables again to quote it.
     pub snapshot_hash: Option<String>,
 }
 
