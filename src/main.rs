@@ -13,6 +13,11 @@ use onceonly::{output, timestamp};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Audit(args) = &cli.command
+        && args.from_snapshot.is_some()
+    {
+        onceonly::memory::configure_allocator();
+    }
     onceonly::progress::install(onceonly::progress::Mode::from_environment(cli.quiet));
     match run(cli) {
         Ok(code) => ExitCode::from(code),

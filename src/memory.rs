@@ -1,10 +1,52 @@
-//! Giving freed memory back to the system between the phases of an audit.
+//! How an audit's memory is allocated and given back: glibc's allocator set up for columns
+//! (`configure_allocator`), and freed memory given back to the system between the phases
+//! (`release_free`).
 //!
 //! An audit's phases allocate and free hundreds of megabytes of columns, on several threads.
-//! glibc keeps what is freed in its arenas for later allocations, spread over the arenas of
-//! the threads that freed it, so a later phase running on other threads grows the process
-//! instead of reusing it: at a million intervals, verdicts and rules running beside each
-//! other raised the peak by 190 MB over what the prepared frames need.
+//! glibc keeps what is freed for later allocations; what no later allocation reuses still
+//! counts in the process's memory, so the free pages go back to the system at the boundaries
+//! where a phase has dropped what it worked with and the next one is about to allocate.
+
+/// The largest allocation glibc serves from its arena rather than mapping it for itself
+/// (`configure_allocator`).
+const ARENA_UP_TO: usize = 256 << 20;
+
+/// Sets glibc's allocator up for an audit of a snapshot: one arena for every thread, and
+/// allocations up to `ARENA_UP_TO` served from it. Called in `main` before any thread starts.
+///
+/// An audit allocates and frees columns of megabytes to tens of megabytes, phase after phase,
+/// on several threads (polars' pool, the readers, the rules beside the verdicts). By default
+/// glibc gives each thread an arena of its own, and memory one thread frees is reused only by
+/// allocations on that thread; and it maps most blocks that size for themselves (above 128 KiB,
+/// a threshold that rises to at most 32 MiB), so each new column is fresh pages that the kernel
+/// faults in and zeroes, and each freed one is unmapped. With one arena and blocks up to
+/// `ARENA_UP_TO` served from it, what a phase frees is what the next one's columns reuse.
+/// The threads then share the arena's lock, which allocations this size take rarely.
+/// `release_free` still gives the free pages back between phases.
+///
+/// Only an audit of a snapshot, whose tables are decoded whole before anything else runs, is
+/// set up so. A live audit decodes the provider's pages on the runtime's threads, beside
+/// preparing the tries, for the listing's whole length, and with these settings the work after
+/// its last page took longer (`bench/scale/README.md`, issue 18, stop 29); it keeps glibc's
+/// defaults.
+///
+/// Someone who sets glibc's malloc tunables (`GLIBC_TUNABLES=glibc.malloc.…`) keeps them: the
+/// allocator is left as they set it.
+pub fn configure_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let tuned = std::env::var("GLIBC_TUNABLES").is_ok_and(|set| set.contains("glibc.malloc."));
+        if tuned {
+            return;
+        }
+        // SAFETY: mallopt only changes the allocator's settings. It is called before any
+        // thread starts, so no thread has made an arena of its own.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+            libc::mallopt(libc::M_MMAP_THRESHOLD, ARENA_UP_TO as libc::c_int);
+        }
+    }
+}
 
 /// Returns the free pages of every arena to the system (glibc's `malloc_trim`); elsewhere
 /// it does nothing.
