@@ -475,7 +475,9 @@ async fn serve(mut stream: TcpStream, state: &Shared) -> std::io::Result<()> {
             .append(true)
             .open(path)
     {
-        let _ = writeln!(file, "{entry}");
+        // One write of the whole line: connections are served side by side, and `writeln!`
+        // writes the entry and its newline apart, so two requests' lines could interleave.
+        let _ = file.write_all(format!("{entry}\n").as_bytes());
     }
 
     let answer = answer(state, &method, &target, &headers);
