@@ -21,7 +21,8 @@ const ARENA_UP_TO: usize = 256 << 20;
 /// a threshold that rises to at most 32 MiB), so each new column is fresh pages that the kernel
 /// faults in and zeroes, and each freed one is unmapped. With one arena and blocks up to
 /// `ARENA_UP_TO` served from it, what a phase frees is what the next one's columns reuse.
-/// The threads then share the arena's lock, which allocations this size take rarely.
+/// The threads then share the arena's lock; their small allocations mostly come from glibc's
+/// per-thread caches, which do not take it.
 /// `release_free` still gives the free pages back between phases.
 ///
 /// Only an audit of a snapshot, whose tables are decoded whole before anything else runs, is
