@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use onceonly::sources::airflow_api::{self, AirflowApi, ApiVersion};
 use onceonly::sources::airflow_db::{self, Filter};
-use onceonly::sources::database::Database;
 use onceonly::sources::retry::RetryPolicy;
 use polars::prelude::*;
 use serde_json::Value;
@@ -580,13 +579,7 @@ fn activity_window_keeps_whole_runs_like_the_sql_reader() {
         until: Some(since + 1),
     };
     let from_api = read_api(&api(&server, Some(ApiVersion::V2), None), &filter).unwrap();
-    let path = crate::airflow::fixture_db(V2);
-    let database = Database::parse(
-        &format!("sqlite:///{}", path.display()),
-        std::path::Path::new("/"),
-        None,
-    )
-    .unwrap();
+    let database = crate::airflow::sqlite_database(&crate::airflow::fixture_db(V2));
     let from_db = block_on(airflow_db::read(&database, &filter))
         .unwrap()
         .attempts;

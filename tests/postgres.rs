@@ -8,7 +8,7 @@ use onceonly::sources::airflow_db::{self, Filter};
 use onceonly::sources::database::Database;
 use polars::prelude::*;
 
-use crate::scenario::{Scenario, fixtures, stderr};
+use crate::scenario::{Scenario, stderr};
 use crate::skip;
 
 pub struct Server {
@@ -210,13 +210,7 @@ fn postgres_and_sqlite_give_the_same_attempts_for_the_same_scenario() {
     let from_postgres = runtime()
         .block_on(airflow_db::read(&postgres, &Filter::default()))
         .unwrap();
-    let sqlite_path = fixtures().join("airflow/out/airflow-3.3.2/airflow.db");
-    let sqlite = Database::parse(
-        &format!("sqlite:///{}", sqlite_path.display()),
-        std::path::Path::new("/"),
-        None,
-    )
-    .unwrap();
+    let sqlite = crate::airflow::sqlite_database(&crate::airflow::fixture_db("airflow-3.3.2"));
     let from_sqlite = runtime()
         .block_on(airflow_db::read(&sqlite, &Filter::default()))
         .unwrap();
