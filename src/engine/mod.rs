@@ -111,9 +111,12 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
 
 /// The plan's inputs fingerprint being worked out: the attempts' and the journal's hashes from
 /// when they are read, the provider's from when it is (`sources::saved::fingerprint`); a
-/// snapshot's own content hash when the tables are one.
+/// snapshot's own content hash when the tables are one, or are about to be saved as one.
 enum Fingerprint<'scope> {
     Known(String),
+    /// The tables are being saved as a snapshot (`--save-snapshot`), which hashes them: its
+    /// manifest's content hash is the fingerprint, known once the provider is read.
+    Saving,
     Hashing {
         tries_and_journal: ScopedJoinHandle<'scope, Result<[String; 2]>>,
         provider: Option<ScopedJoinHandle<'scope, Result<String>>>,
@@ -125,13 +128,16 @@ impl<'scope> Fingerprint<'scope> {
         if let Some(hash) = read.whole().and_then(|tables| tables.snapshot_hash.clone()) {
             return Fingerprint::Known(hash);
         }
+        if read.saved_once_read() {
+            return Fingerprint::Saving;
+        }
         let (attempts, journal) = (read.attempts().clone(), read.journal().clone());
         Fingerprint::Hashing {
             tries_and_journal: threads.spawn(move || {
                 let started = std::time::Instant::now();
                 let hashes = [
-                    sources::saved::table_hash(&attempts)?,
-                    sources::saved::table_hash(&journal)?,
+                    sources::content::table_hash(&attempts)?,
+                    sources::content::table_hash(&journal)?,
                 ];
                 crate::timing::phase("fingerprint:attempts+journal", started);
                 Ok(hashes)
@@ -151,7 +157,7 @@ impl<'scope> Fingerprint<'scope> {
             let objects = tables.provider.clone();
             *provider = Some(threads.spawn(move || {
                 let started = std::time::Instant::now();
-                let hash = sources::saved::table_hash(&objects);
+                let hash = sources::content::table_hash(&objects);
                 crate::timing::phase("fingerprint:provider", started);
                 hash
             }));
@@ -161,6 +167,9 @@ impl<'scope> Fingerprint<'scope> {
     fn finish(self) -> Result<String> {
         match self {
             Fingerprint::Known(hash) => Ok(hash),
+            Fingerprint::Saving => {
+                unreachable!("a saved snapshot's hash is known once the provider is read")
+            }
             Fingerprint::Hashing {
                 tries_and_journal,
                 provider,

@@ -52,6 +52,12 @@ impl<'a> Read<'a> {
         }
     }
 
+    /// Whether [`tables`](Self::tables) saves the three tables as a snapshot once the provider
+    /// is read, which sets their `snapshot_hash` from its manifest.
+    pub fn saved_once_read(&self) -> bool {
+        matches!(self, Read::Pending { options, .. } if options.save_snapshot.is_some())
+    }
+
     /// The three tables, once the provider is read.
     pub fn tables(self) -> Result<Cow<'a, Tables>> {
         match self {

@@ -93,18 +93,13 @@ pub fn fingerprint(tables: &Tables) -> Result<String> {
     }
     let hashes: Vec<String> = Table::ALL
         .iter()
-        .map(|table| table_hash(tables.get(*table)))
+        .map(|table| content::table_hash(tables.get(*table)))
         .collect::<Result<_>>()?;
     Ok(fingerprint_of(&hashes))
 }
 
-/// The content hash of one table ([`content`]): one part of [`fingerprint`].
-pub fn table_hash(frame: &DataFrame) -> Result<String> {
-    content::table_hash(frame)
-}
-
 /// [`fingerprint`] from the hashes of the attempts, the journal and the provider
-/// ([`table_hash`]), in that order.
+/// ([`content::table_hash`]), in that order.
 pub fn fingerprint_of(hashes: &[String]) -> String {
     sha256_hex(hashes.join("\n").as_bytes())
 }
@@ -142,7 +137,7 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
                     let frame = tables.get(table);
                     let bytes = parquet_bytes(frame)?;
                     let sha256 = sha256_hex(&bytes);
-                    let content_sha256 = table_hash(frame)?;
+                    let content_sha256 = content::table_hash(frame)?;
                     crate::timing::phase(&format!("save:{}", table.name()), started);
                     Ok((bytes, sha256, content_sha256))
                 })
