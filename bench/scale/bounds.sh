@@ -11,11 +11,8 @@ set -uo pipefail
 DIR=$1 ROUNDS=$2
 shift 2
 [ $# -ge 1 ] || { echo "usage: $0 DIR ROUNDS ONCEONLY..." >&2; exit 2; }
-WORK=$(mktemp -d /tmp/onceonly-bounds.XXXXXX)
-MOCK=
-trap 'kill $MOCK 2>/dev/null || true; rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/listed_sources.sh"
-serve_listed_sources "$DIR" "$WORK" "$1" || exit 1
+listed_sources_in "$DIR" bounds "$1" || exit 1
 for _ in $(seq "$ROUNDS"); do
     for bin in "$@"; do
         ONCEONLY_TIMINGS=1 timeout -s INT 3 "$bin" audit --config "$WORK/listing.toml" \

@@ -20,11 +20,8 @@ DIR=$1
 ROUNDS=$2
 shift 2
 [ $# -ge 1 ] || { echo "usage: $0 DIR ROUNDS ONCEONLY..." >&2; exit 2; }
-WORK=$(mktemp -d /tmp/onceonly-e2e.XXXXXX)
-MOCK=
-trap 'kill $MOCK 2>/dev/null || true; rm -rf "$WORK"' EXIT
 . "$(dirname "$0")/listed_sources.sh"
-serve_listed_sources "$DIR" "$WORK" "$1" || exit 1
+listed_sources_in "$DIR" e2e "$1" || exit 1
 
 same_plan() {
     if [ "${FINGERPRINT_CHANGED:-0}" = 1 ]; then

@@ -1,5 +1,10 @@
 # Sourced by e2e.sh and bounds.sh: the sources of an end-to-end audit of a scenario run.sh kept.
 #
+#   listed_sources_in DIR NAME ONCEONLY
+#
+# Makes a scratch folder WORK (/tmp/onceonly-NAME.*), removed on exit with the mock provider
+# stopped, and serves the sources there (serve_listed_sources).
+#
 #   serve_listed_sources DIR WORK ONCEONLY
 #
 # Serves DIR/provider_state.json with ONCEONLY's `mock-provider` (cursor pages of 1,000) in the
@@ -17,4 +22,11 @@ serve_listed_sources() {
     sed "s#__PROVIDER_URL__#$url#" "$dir/onceonly-listing.toml" >"$work/listing.toml"
     ln -s "$dir/airflow.db" "$work/airflow.db"
     ln -s "$dir/journal.db" "$work/journal.db"
+}
+
+listed_sources_in() {
+    WORK=$(mktemp -d "/tmp/onceonly-$2.XXXXXX")
+    MOCK=
+    trap 'kill $MOCK 2>/dev/null || true; rm -rf "$WORK"' EXIT
+    serve_listed_sources "$1" "$WORK" "$3"
 }
