@@ -1,6 +1,6 @@
 //! --save-snapshot and --from-snapshot: evidence kept as it was seen, re-audited offline.
 
-use crate::scenario::{Scenario, stderr};
+use crate::scenario::{Scenario, json_file, stderr};
 
 #[test]
 fn a_saved_snapshot_gives_the_same_report_offline() {
@@ -95,8 +95,7 @@ fn without_dag_timezone(dir: &std::path::Path) {
         .unwrap();
     std::fs::write(&path, &bytes).unwrap();
     let manifest_path = dir.join("manifest.json");
-    let mut manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let mut manifest = json_file(&manifest_path);
     manifest["format_version"] = 1.into();
     manifest["tables"]["attempts"]["sha256"] = hex(&bytes).into();
     for table in ["attempts", "journal", "provider"] {
@@ -145,10 +144,6 @@ fn a_snapshot_from_before_the_dags_zone_still_loads() {
     assert_eq!(old["findings"], now["findings"]);
     assert_eq!(old["summary"], now["summary"]);
     assert_eq!(old["coverage"]["tries"], now["coverage"]["tries"]);
-}
-
-fn json_file(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// A plan's inputs fingerprint is the content hash of a snapshot of the same tables, however
