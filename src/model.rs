@@ -176,6 +176,53 @@ pub const PROVIDER: &[ColumnSpec] = &[
     c("raw", Kind::Text, true),
 ];
 
+/// A column of a canonical table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceColumn {
+    pub table: Table,
+    pub name: &'static str,
+}
+
+/// The nullable columns that preparing, the verdicts and the report never read: kept as
+/// evidence, for a saved snapshot, and for the rules and the plan that name them
+/// (`Rule::reads`, `rules::repair::READS`). An audit of a snapshot leaves those nobody it runs
+/// reads NULL rather than decoding them (`engine::read`), as a query reads only the columns it
+/// names.
+pub const READ_ON_DEMAND: &[SourceColumn] = &[
+    SourceColumn {
+        table: Table::Attempts,
+        name: "run_type",
+    },
+    SourceColumn {
+        table: Table::Attempts,
+        name: "queued_at",
+    },
+    SourceColumn {
+        table: Table::Attempts,
+        name: "clear_number",
+    },
+    SourceColumn {
+        table: Table::Journal,
+        name: "payload_hash",
+    },
+    SourceColumn {
+        table: Table::Journal,
+        name: "approval_id",
+    },
+    SourceColumn {
+        table: Table::Journal,
+        name: "approval_expires_at",
+    },
+    SourceColumn {
+        table: Table::Provider,
+        name: "payload_hash",
+    },
+    SourceColumn {
+        table: Table::Provider,
+        name: "raw",
+    },
+];
+
 /// The created-at window a provider listing covers, microseconds, both ends inclusive; `None`
 /// is unbounded on that side. Objects created outside it are unknown, not absent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]

@@ -248,7 +248,7 @@ fn merged_partitions_equal_the_one_audit_read_from_the_sources_in_a_window() {
 /// Rewrites a synth snapshot so that `from`'s keys become `to`'s: two DAGs that share keys
 /// (K003), whose rows and objects must audit together.
 fn share_keys(snapshot: &Path, out: &Path, from: &str, to: &str) {
-    let (mut tables, manifest) = onceonly::sources::saved::load(snapshot, true).unwrap();
+    let (mut tables, manifest) = onceonly::sources::saved::load(snapshot, &[]).unwrap();
     let rename = |frame: &DataFrame| {
         let keys = frame.column("op_key").unwrap().str().unwrap();
         let keys = keys.apply_values(|key| key.replace(from, to).into());

@@ -70,34 +70,47 @@ fn a_changed_or_incomplete_snapshot_is_refused() {
     );
 }
 
+/// The hex SHA-256 of a file's bytes, as a manifest records it.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Rewrites `table`'s Parquet file in the snapshot `dir` with `change` made to its rows, and
+/// the file's SHA-256 in the manifest to match; returns the manifest, written.
+fn rewrite_table(
+    dir: &std::path::Path,
+    table: &str,
+    change: impl FnOnce(&mut polars::prelude::DataFrame),
+) -> serde_json::Value {
+    use polars::prelude::*;
+    let path = dir.join(format!("{table}.parquet"));
+    let mut frame = ParquetReader::new(std::fs::File::open(&path).unwrap())
+        .finish()
+        .unwrap();
+    change(&mut frame);
+    let mut bytes = Vec::new();
+    ParquetWriter::new(&mut bytes).finish(&mut frame).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let manifest_path = dir.join("manifest.json");
+    let mut manifest = json_file(&manifest_path);
+    manifest["tables"][table]["sha256"] = sha256_hex(&bytes).into();
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    manifest
+}
+
 /// A snapshot saved before `attempts` had `dag_timezone`, and before manifests held the tables'
 /// content hashes (format 1): the same audit's snapshot with that column taken out of
 /// `attempts.parquet`, and the manifest written as format 1 wrote it (`content_hash` over the
 /// files' SHA-256s).
 fn without_dag_timezone(dir: &std::path::Path) {
-    use polars::prelude::*;
-    use sha2::{Digest, Sha256};
-    let hex = |bytes: &[u8]| -> String {
-        Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
-    let path = dir.join("attempts.parquet");
-    let mut attempts = ParquetReader::new(std::fs::File::open(&path).unwrap())
-        .finish()
-        .unwrap()
-        .drop("dag_timezone")
-        .unwrap();
-    let mut bytes = Vec::new();
-    ParquetWriter::new(&mut bytes)
-        .finish(&mut attempts)
-        .unwrap();
-    std::fs::write(&path, &bytes).unwrap();
-    let manifest_path = dir.join("manifest.json");
-    let mut manifest = json_file(&manifest_path);
+    let mut manifest = rewrite_table(dir, "attempts", |attempts| {
+        *attempts = attempts.drop("dag_timezone").unwrap();
+    });
     manifest["format_version"] = 1.into();
-    manifest["tables"]["attempts"]["sha256"] = hex(&bytes).into();
     for table in ["attempts", "journal", "provider"] {
         manifest["tables"][table]
             .as_object_mut()
@@ -108,8 +121,8 @@ fn without_dag_timezone(dir: &std::path::Path) {
         .iter()
         .map(|table| manifest["tables"][table]["sha256"].as_str().unwrap())
         .collect();
-    manifest["content_hash"] = hex(hashes.join("\n").as_bytes()).into();
-    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    manifest["content_hash"] = sha256_hex(hashes.join("\n").as_bytes()).into();
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
 }
 
 #[test]
@@ -220,4 +233,32 @@ fn a_manifest_whose_content_hashes_disagree_is_refused() {
         "{}",
         stderr(&output)
     );
+}
+
+/// An audit of a snapshot leaves the columns its rules do not read undecoded, but not
+/// unchecked: a column of the wrong type is refused, naming the file and the column, whether
+/// the audit's rules read it (K002 reads the journal's payload hashes) or not (D001 does not).
+#[test]
+fn a_wrongly_typed_column_is_refused_by_an_audit_that_does_not_read_it() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let dir = scenario.path("evidence");
+    let dir_text = dir.to_str().unwrap();
+    let saved = scenario.audit(&["--save-snapshot", dir_text]);
+    assert_eq!(saved.status.code(), Some(1), "{}", stderr(&saved));
+    rewrite_table(&dir, "journal", |journal| {
+        let flags =
+            polars::prelude::Column::new("payload_hash".into(), vec![true; journal.height()]);
+        journal.with_column(flags).unwrap();
+    });
+    for rule in ["D001", "K002"] {
+        let output = scenario.audit(&["--from-snapshot", dir_text, "--rule", rule]);
+        assert_eq!(output.status.code(), Some(2), "{rule}: {}", stderr(&output));
+        let message = stderr(&output);
+        assert!(
+            message.contains("journal.parquet")
+                && message.contains("payload_hash")
+                && message.contains("has type"),
+            "{rule}: {message}"
+        );
+    }
 }

@@ -188,7 +188,7 @@ fn rows_in_any_order_give_the_same_audit() {
             .unwrap()
             .report
     };
-    let (mut tables, _) = onceonly::sources::saved::load(dir.path(), false).unwrap();
+    let (mut tables, _) = onceonly::sources::saved::load(dir.path(), &[]).unwrap();
     let in_order = audit_of(&tables);
     assert_same(
         "rows in order",
@@ -239,7 +239,7 @@ fn a_snapshot_written_in_shuffled_row_order_gives_the_same_report() {
     shuffling.shuffle_rows = true;
     synth::run(&shuffling, shuffled.path()).unwrap();
 
-    let load = |dir: &std::path::Path| onceonly::sources::saved::load(dir, false).unwrap().0;
+    let load = |dir: &std::path::Path| onceonly::sources::saved::load(dir, &[]).unwrap().0;
     let (a, b) = (load(plain.path()), load(shuffled.path()));
     for (name, a, b) in [
         ("attempts", &a.attempts, &b.attempts),

@@ -39,7 +39,7 @@ pub fn run(config: &Config, options: &SplitOptions, out: &Path) -> Result<Vec<Pa
         ..AuditOptions::default()
     };
     let tables = match &options.from_snapshot {
-        Some(dir) => sources::saved::load(dir, true)?.0,
+        Some(dir) => sources::saved::load(dir, &[])?.0,
         None => {
             let filter = sources::airflow_db::Filter {
                 dag: None,

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::report::SkippedRule;
-use crate::rules::{self, Finding, Rule};
+use crate::rules::{self, Finding};
 
 use super::scope::AuditOptions;
 
@@ -29,20 +29,7 @@ pub struct Checked {
 }
 
 pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Result<Checked> {
-    let selected: Vec<&dyn Rule> = if options.rules.is_empty() {
-        rules::REGISTRY.to_vec()
-    } else {
-        rules::REGISTRY
-            .iter()
-            .copied()
-            .filter(|rule| {
-                options
-                    .rules
-                    .iter()
-                    .any(|code| code.eq_ignore_ascii_case(rule.code()))
-            })
-            .collect()
-    };
+    let selected = rules::selected(&options.rules);
     // The verdicts do not depend on the findings: they are computed on a thread of their own
     // while the rules run, and that thread then takes rules too.
     let started = std::time::Instant::now();

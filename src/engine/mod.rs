@@ -25,6 +25,7 @@ mod scope;
 
 pub use ask::{IntentKeys, JournalRow, ProviderObject, TriedInterval};
 pub use partition::PartitionOut;
+pub use read::left_unread;
 pub use scope::{AuditOptions, DEFAULT_SLACK, listing_window};
 
 use std::borrow::Cow;

@@ -9,7 +9,8 @@ use polars::prelude::DataFrame;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::model::Table;
+use crate::model::{READ_ON_DEMAND, SourceColumn, Table};
+use crate::rules;
 use crate::sources::{self, Tables};
 use crate::timestamp;
 
@@ -88,7 +89,7 @@ pub fn tables_then<T>(
     let started = std::time::Instant::now();
     match &options.from_snapshot {
         Some(dir) => {
-            let tables = sources::saved::load(dir, options.save_snapshot.is_some())?.0;
+            let tables = sources::saved::load(dir, &left_unread(options))?.0;
             read(&tables, options, started)?;
             then(Read::Whole(Cow::Owned(tables)))
         }
@@ -118,6 +119,29 @@ pub fn tables_then<T>(
     }
 }
 
+/// The columns of `model::READ_ON_DEMAND` an audit of a snapshot leaves NULL, undecoded:
+/// those neither its rules nor its plan read. Saved again, the snapshot keeps every column; a
+/// part's result keeps all but the objects' JSON, for the merge, which plans.
+pub fn left_unread(options: &AuditOptions) -> Vec<SourceColumn> {
+    let read = |column: &SourceColumn| {
+        if options.save_snapshot.is_some() {
+            return true;
+        }
+        if options.partition_out.is_some() {
+            return !(column.table == Table::Provider && column.name == "raw");
+        }
+        (options.plan && rules::repair::READS.contains(column))
+            || rules::selected(&options.rules)
+                .iter()
+                .any(|rule| rule.reads().contains(column))
+    };
+    READ_ON_DEMAND
+        .iter()
+        .filter(|column| !read(column))
+        .copied()
+        .collect()
+}
+
 /// The read's timings, and the snapshot saved when asked (its manifest).
 fn read(
     tables: &Tables,
@@ -145,4 +169,52 @@ fn read(
         return sources::saved::save(dir, tables, window).map(Some);
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unread(options: AuditOptions) -> Vec<String> {
+        left_unread(&options)
+            .iter()
+            .map(|column| format!("{}.{}", column.table.name(), column.name))
+            .collect()
+    }
+
+    fn rules(codes: &[&str]) -> AuditOptions {
+        AuditOptions {
+            rules: codes.iter().map(|code| code.to_string()).collect(),
+            ..AuditOptions::default()
+        }
+    }
+
+    /// What no rule and no plan reads is left unread; each rule and the plan add their own
+    /// columns back; a snapshot saved again reads everything.
+    #[test]
+    fn an_audit_reads_the_columns_its_rules_and_plan_name() {
+        let nobodys = ["attempts.run_type", "attempts.queued_at", "provider.raw"];
+        assert_eq!(unread(rules(&[])), nobodys);
+        assert_eq!(
+            unread(rules(&["D001", "l001"])),
+            READ_ON_DEMAND
+                .iter()
+                .map(|column| format!("{}.{}", column.table.name(), column.name))
+                .collect::<Vec<_>>()
+        );
+        let k002 = unread(rules(&["K002"]));
+        assert!(!k002.iter().any(|column| column.ends_with("payload_hash")));
+        assert!(k002.contains(&"journal.approval_id".to_string()));
+        let planned = unread(AuditOptions {
+            plan: true,
+            ..rules(&["D001"])
+        });
+        assert!(planned.contains(&"journal.payload_hash".to_string()));
+        assert!(!planned.contains(&"provider.payload_hash".to_string()));
+        let saving = AuditOptions {
+            save_snapshot: Some("out".into()),
+            ..rules(&["D001"])
+        };
+        assert!(unread(saving).is_empty());
+    }
 }

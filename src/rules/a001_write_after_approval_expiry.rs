@@ -26,6 +26,7 @@ declare_rule! {
     /// under a new key version with a new approval: the plan leaves that to the person who
     /// decides, and says so in the action's explanation.
     pub struct WriteAfterApprovalExpiry => "A001", "write-after-approval-expiry", Error;
+    reads Journal.approval_id, Journal.approval_expires_at;
 }
 impl_rule!(WriteAfterApprovalExpiry, check, repair);
 

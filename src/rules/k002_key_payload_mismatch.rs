@@ -28,6 +28,7 @@ declare_rule! {
     /// If the new body is the one wanted, export it under a new key version with a new approval
     /// (`reexport-new-version`, needs approval); otherwise investigate why the body changed.
     pub struct KeyPayloadMismatch => "K002", "key-payload-mismatch", Error;
+    reads Journal.payload_hash, Provider.payload_hash;
 }
 impl_rule!(KeyPayloadMismatch, check, repair);
 

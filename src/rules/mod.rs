@@ -72,6 +72,9 @@ pub trait Rule: Sync {
     fn severity(&self) -> Severity;
     /// The doc comment, as written above the rule.
     fn doc(&self) -> &'static str;
+    /// The columns of `model::READ_ON_DEMAND` its check reads (declared with `reads` in
+    /// `declare_rule!`): an audit of a snapshot decodes those only for the rules that read them.
+    fn reads(&self) -> &'static [crate::model::SourceColumn];
     fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
     /// The actions proposed for one of this rule's findings (none where it needs none).
     fn repair(&self, finding: &Finding, named: &NamedRows) -> Vec<Repair>;
@@ -87,11 +90,19 @@ macro_rules! declare_rule {
     (
         $(#[doc = $doc:literal])*
         pub struct $name:ident => $code:literal, $rule:literal, $severity:ident;
+        $(reads $($table:ident . $column:ident),+;)?
     ) => {
         $(#[doc = $doc])*
         pub struct $name;
 
         impl $name {
+            /// The columns of `model::READ_ON_DEMAND` the rule reads.
+            pub const READS: &'static [$crate::model::SourceColumn] = &[$($(
+                $crate::model::SourceColumn {
+                    table: $crate::model::Table::$table,
+                    name: stringify!($column),
+                }
+            ),+)?];
             pub const CODE: &'static str = $code;
             pub const NAME: &'static str = $rule;
             pub const SEVERITY: $crate::rules::Severity = $crate::rules::Severity::$severity;
@@ -124,6 +135,9 @@ macro_rules! impl_rule {
             }
             fn doc(&self) -> &'static str {
                 Self::DOC
+            }
+            fn reads(&self) -> &'static [$crate::model::SourceColumn] {
+                Self::READS
             }
             fn check(
                 &self,
@@ -160,6 +174,23 @@ pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
         rule.code().eq_ignore_ascii_case(code_or_name)
             || rule.name().eq_ignore_ascii_case(code_or_name)
     })
+}
+
+/// The rules an audit runs: those whose codes `codes` gives (in any case), every rule when it
+/// gives none.
+pub fn selected(codes: &[String]) -> Vec<&'static dyn Rule> {
+    if codes.is_empty() {
+        return REGISTRY.to_vec();
+    }
+    REGISTRY
+        .iter()
+        .copied()
+        .filter(|rule| {
+            codes
+                .iter()
+                .any(|code| code.eq_ignore_ascii_case(rule.code()))
+        })
+        .collect()
 }
 
 /// The registered rule with this code, exactly as the rule spells it.

@@ -30,6 +30,7 @@ declare_rule! {
     /// Void the re-run's object and keep the original (`void-duplicate`, needs approval). Before
     /// clearing old intervals, run `onceonly ttl-risk`.
     pub struct RerunAfterSuccess => "R001", "rerun-after-success", Error;
+    reads Attempts.clear_number;
 }
 impl_rule!(
     RerunAfterSuccess,

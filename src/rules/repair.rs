@@ -14,7 +14,15 @@ use serde::Serialize;
 
 use crate::cells::{bools, ints, texts};
 use crate::error::{EngineContext, Result};
+use crate::model::{SourceColumn, Table};
 use crate::rules::Finding;
+
+/// The columns of `model::READ_ON_DEMAND` a plan reads ([`NamedRows::read`]: the named
+/// objects' payload hashes).
+pub const READS: &[SourceColumn] = &[SourceColumn {
+    table: Table::Provider,
+    name: "payload_hash",
+}];
 
 /// The fixed kinds of action, in the order a plan lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

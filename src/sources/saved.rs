@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{EngineContext, Error, Location, Result};
-use crate::model::{ProviderWindow, Table};
+use crate::model::{ProviderWindow, SourceColumn, Table};
 use crate::sources::Tables;
 use crate::sources::{content, snapshot};
 
@@ -181,9 +181,10 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
 }
 
 /// Reads a saved snapshot, refusing one whose files do not match their recorded hashes.
-/// Without `raw`, the provider's `raw` column (the objects' JSON, kept as evidence, read by no
-/// rule) is left NULL rather than read: it is the largest column of the three tables.
-pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
+/// The columns in `unread` (nullable ones, `model::READ_ON_DEMAND`) are left NULL rather than
+/// decoded: an audit that reads none of them (the provider's `raw` JSON, the largest column of
+/// the three tables, most of all) does not pay for them.
+pub fn load(dir: &Path, unread: &[SourceColumn]) -> Result<(Tables, Manifest)> {
     let manifest_path = dir.join(MANIFEST);
     let shown = manifest_path.display().to_string();
     let text = std::fs::read_to_string(&manifest_path).map_err(|err| Error::io(&shown, err))?;
@@ -237,7 +238,7 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
     let mut frames = std::thread::scope(|threads| {
         let reading: Vec<_> = entries
             .iter()
-            .map(|&(table, entry)| threads.spawn(move || read_table(dir, table, entry, raw)))
+            .map(|&(table, entry)| threads.spawn(move || read_table(dir, table, entry, unread)))
             .collect();
         reading
             .into_iter()
@@ -284,7 +285,12 @@ pub fn load(dir: &Path, raw: bool) -> Result<(Tables, Manifest)> {
 
 /// One table of a snapshot: its file's bytes, checked against the manifest's SHA-256, then
 /// decoded (the very bytes that were checked, not the file read again) and counted.
-fn read_table(dir: &Path, table: Table, entry: &TableEntry, raw: bool) -> Result<DataFrame> {
+fn read_table(
+    dir: &Path,
+    table: Table,
+    entry: &TableEntry,
+    unread: &[SourceColumn],
+) -> Result<DataFrame> {
     let path = dir.join(&entry.file);
     let shown = path.display().to_string();
     let bytes = std::fs::read(&path).map_err(|err| Error::io(&shown, err))?;
@@ -294,12 +300,12 @@ fn read_table(dir: &Path, table: Table, entry: &TableEntry, raw: bool) -> Result
             "the file changed since the snapshot was saved (its SHA-256 differs from the manifest's)",
         ));
     }
-    let skip: &[&str] = if table == Table::Provider && !raw {
-        &["raw"]
-    } else {
-        &[]
-    };
-    let frame = snapshot::read_parquet_bytes(&bytes, &shown, table, skip)?;
+    let skip: Vec<&str> = unread
+        .iter()
+        .filter(|column| column.table == table)
+        .map(|column| column.name)
+        .collect();
+    let frame = snapshot::read_parquet_bytes(&bytes, &shown, table, &skip)?;
     if frame.height() != entry.rows {
         return Err(Error::input(
             Location::source(&shown),

@@ -369,10 +369,11 @@ fn read_ndjson(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Res
     finish(table, columns)
 }
 
-/// A Parquet snapshot without the columns in `skip` (which must be nullable: they come back
-/// as NULL), for reads that will not use them.
 /// A canonical table from Parquet held in memory (a snapshot's file, once its hash is
-/// checked), without the columns in `skip`.
+/// checked), with the columns in `skip` (nullable ones, for reads that will not use them) left
+/// NULL and undecoded. A skipped column whose type would have to be checked value by value, or
+/// is refused, is read and checked all the same: leaving a column unread never lets a wrong
+/// one through.
 pub fn read_parquet_bytes(
     bytes: &[u8],
     shown: &str,
@@ -411,10 +412,19 @@ fn parquet_frame(
     let mut reader = ParquetReader::new(source).set_rechunk(true);
     if !skip.is_empty() {
         let schema = reader.schema().map_err(unreadable)?;
+        let unread = |name: &str, field: &ArrowField| {
+            skip.contains(&name)
+                && table.columns().iter().any(|spec| {
+                    spec.name == name
+                        && spec.nullable
+                        && taken_as_typed(spec, &DataType::from_arrow_field(field), mapping)
+                            == Some(true)
+                })
+        };
         let kept: Vec<String> = schema
-            .iter_names()
-            .map(|name| name.to_string())
-            .filter(|name| !skip.contains(&name.as_str()))
+            .iter()
+            .filter(|(name, field)| !unread(name, field))
+            .map(|(name, _)| name.to_string())
             .collect();
         reader = reader.with_columns(Some(kept));
     }
@@ -444,6 +454,26 @@ fn parquet_frame(
     DataFrame::new(height, out).engine("assembling a canonical table from Parquet")
 }
 
+/// How a Parquet column of type `dtype` is read as `spec`: Some(true) as it is (matching
+/// types), Some(false) checked value by value (text or integers where the column is text,
+/// time or a mapped phase), None refused.
+fn taken_as_typed(spec: &ColumnSpec, dtype: &DataType, mapping: &Mapping) -> Option<bool> {
+    match (spec.kind, dtype) {
+        (Kind::Text, DataType::String) => Some(mapping.phases.is_none() || spec.name != "phase"),
+        (Kind::Int, dt) if dt.is_integer() => Some(true),
+        (Kind::Time, DataType::Datetime(_, _)) => Some(true),
+        (_, DataType::String) | (Kind::Time, _)
+            if dtype.is_integer() || *dtype == DataType::String =>
+        {
+            Some(false)
+        }
+        (Kind::Text, DataType::Null)
+        | (Kind::Int, DataType::Null)
+        | (Kind::Time, DataType::Null) => Some(true),
+        _ => None,
+    }
+}
+
 /// Converts a Parquet column: matching types pass through; text holding timestamps or numbers
 /// is checked value by value like CSV; anything else is refused.
 fn parquet_column(
@@ -464,19 +494,9 @@ fn parquet_column(
             ),
         )
     };
-    let passthrough = match (spec.kind, &dtype) {
-        (Kind::Text, DataType::String) => mapping.phases.is_none() || spec.name != "phase",
-        (Kind::Int, dt) if dt.is_integer() => true,
-        (Kind::Time, DataType::Datetime(_, _)) => true,
-        (_, DataType::String) | (Kind::Time, _)
-            if dtype.is_integer() || dtype == DataType::String =>
-        {
-            false
-        }
-        (Kind::Text, DataType::Null)
-        | (Kind::Int, DataType::Null)
-        | (Kind::Time, DataType::Null) => true,
-        _ => return Err(refuse()),
+    let passthrough = match taken_as_typed(spec, &dtype, mapping) {
+        Some(passthrough) => passthrough,
+        None => return Err(refuse()),
     };
     let converted = if passthrough {
         let converted = match (spec.kind, &dtype) {
