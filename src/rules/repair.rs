@@ -223,9 +223,14 @@ impl NamedRows {
         journal: &DataFrame,
         findings: &[Finding],
     ) -> Result<NamedRows> {
+        // Two passes over columns of millions of rows, one on a thread of its own.
+        let (objects, intents) = crate::parallel::side_by_side(
+            || named_objects(objects, findings),
+            || intents(journal, findings),
+        );
         Ok(NamedRows {
-            objects: named_objects(objects, findings)?,
-            intents: intents(journal, findings)?,
+            objects: objects?,
+            intents: intents?,
         })
     }
 
@@ -331,7 +336,7 @@ fn intents(
 /// The rows of `frame` whose `column` is one of `values`.
 fn only(frame: &DataFrame, column: &str, values: BTreeSet<&str>) -> Result<DataFrame> {
     // A pass over the column picks the rows, and only those rows' cells are copied.
-    let values: std::collections::HashSet<&str> = values.into_iter().collect();
+    let values: PlHashSet<&str> = values.into_iter().collect();
     let rows: Vec<IdxSize> = (crate::cells::text_column(frame, column)?.iter())
         .enumerate()
         .filter(|(_, cell)| cell.is_some_and(|cell| values.contains(cell)))
