@@ -30,7 +30,12 @@ pub fn table_hash(frame: &DataFrame) -> Result<String> {
     for column in frame.columns() {
         column_content(&mut hashing, column.as_materialized_series())?;
     }
-    Ok(super::saved::hex(&hashing.finish()))
+    Ok(hex(&hashing.finish()))
+}
+
+/// A digest as lowercase hex, as manifests and plans write it.
+pub(super) fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn column_content(hashing: &mut Hashing, series: &Series) -> Result<()> {

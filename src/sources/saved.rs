@@ -67,11 +67,7 @@ pub struct TableEntry {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-pub(super) fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    content::hex(&Sha256::digest(bytes))
 }
 
 /// A table as a snapshot file holds it.
