@@ -120,20 +120,18 @@ pub fn tables_then<T>(
 }
 
 /// The columns of `model::READ_ON_DEMAND` an audit of a snapshot leaves NULL, undecoded:
-/// those neither its rules nor its plan read. Saved again, the snapshot keeps every column; a
-/// part's result keeps all but the objects' JSON, for the merge, which plans.
+/// those neither its rules nor its plan read. A part's audit (`--partition-out`) reads what a
+/// plan reads too, since the merge plans from the rows it writes; saved again, the snapshot
+/// keeps every column.
 pub fn left_unread(options: &AuditOptions) -> Vec<SourceColumn> {
+    if options.save_snapshot.is_some() {
+        return Vec::new();
+    }
+    let plans = options.plan || options.partition_out.is_some();
+    let selected = rules::selected(&options.rules);
     let read = |column: &SourceColumn| {
-        if options.save_snapshot.is_some() {
-            return true;
-        }
-        if options.partition_out.is_some() {
-            return !(column.table == Table::Provider && column.name == "raw");
-        }
-        (options.plan && rules::repair::READS.contains(column))
-            || rules::selected(&options.rules)
-                .iter()
-                .any(|rule| rule.reads().contains(column))
+        (plans && rules::repair::READS.contains(column))
+            || selected.iter().any(|rule| rule.reads().contains(column))
     };
     READ_ON_DEMAND
         .iter()
