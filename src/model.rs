@@ -185,7 +185,7 @@ pub struct SourceColumn {
 
 /// The nullable columns that preparing, the verdicts and the report never read: kept as
 /// evidence, for a saved snapshot, and for the rules and the plan that name them
-/// (`Rule::reads`, `rules::repair::READS`). An audit of a snapshot leaves those nobody it runs
+/// (`Rule::reads`, `rules::repair::plan_reads`). An audit of a snapshot leaves those nobody it runs
 /// reads NULL rather than decoding them (`engine::read`), as a query reads only the columns it
 /// names.
 pub const READ_ON_DEMAND: &[SourceColumn] = &[

@@ -121,7 +121,7 @@ fn verdicts(audit: &Audit) -> Vec<(String, i64, String)> {
 }
 
 /// An audit of a snapshot decodes only the columns its rules and its plan read (`Rule::reads`,
-/// `repair::READS`; the others come back NULL). Each rule run alone on a snapshot of its
+/// `repair::plan_reads`; the others come back NULL). Each rule run alone on a snapshot of its
 /// `fires` and `near-miss` scenarios finds what it finds with every column read, gives every
 /// try the same verdict, and plans the same repairs: a rule or a repair that read a column it
 /// does not declare would see NULL there and report otherwise.

@@ -130,7 +130,7 @@ pub fn left_unread(options: &AuditOptions) -> Vec<SourceColumn> {
     let plans = options.plan || options.partition_out.is_some();
     let selected = rules::selected(&options.rules);
     let read = |column: &SourceColumn| {
-        (plans && rules::repair::READS.contains(column))
+        (plans && rules::repair::plan_reads(column))
             || selected.iter().any(|rule| rule.reads().contains(column))
     };
     READ_ON_DEMAND

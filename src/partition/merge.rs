@@ -20,35 +20,13 @@ use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::Table;
 use crate::prepare::Prepared;
 use crate::report::{Coverage, Report, SkippedRule, SourceCoverage, Summary};
-use crate::rules::{Evidence, Finding, Severity};
+use crate::rules::{Evidence, Finding, Severity, repair};
 
 pub const RESULT_FILE: &str = "partition.json";
 const VERDICTS_FILE: &str = "verdicts.parquet";
 const OBJECTS_FILE: &str = "plan_objects.parquet";
 const JOURNAL_FILE: &str = "plan_journal.parquet";
 pub const FORMAT_VERSION: u32 = 1;
-
-/// The columns of `Prepared::objects` and `Prepared::journal` a plan reads.
-const OBJECT_COLUMNS: [&str; 9] = [
-    "external_id",
-    "status",
-    "payload_hash",
-    "by_run_id",
-    "created_at",
-    "by_try_number",
-    "by_map_index",
-    "live",
-    "committed",
-];
-const JOURNAL_COLUMNS: [&str; 7] = [
-    "op_key",
-    "run_id",
-    "dag_id",
-    "task_id",
-    "phase",
-    "try_number",
-    "map_index",
-];
 
 /// `partition.json` of a partition's result.
 #[derive(Debug, Serialize, Deserialize)]
@@ -85,8 +63,18 @@ pub fn write(
         .iter()
         .filter_map(|finding| finding.op_key.as_deref())
         .collect();
-    let objects = named_rows(&prepared.objects, "external_id", named_ids, &OBJECT_COLUMNS)?;
-    let journal = named_rows(&prepared.journal, "op_key", named_keys, &JOURNAL_COLUMNS)?;
+    let objects = named_rows(
+        &prepared.objects,
+        "external_id",
+        named_ids,
+        &repair::OBJECT_COLUMNS,
+    )?;
+    let journal = named_rows(
+        &prepared.journal,
+        "op_key",
+        named_keys,
+        &repair::JOURNAL_COLUMNS,
+    )?;
     for (file, frame) in [
         (VERDICTS_FILE, verdicts),
         (OBJECTS_FILE, &objects),

@@ -17,12 +17,39 @@ use crate::error::{EngineContext, Result};
 use crate::model::{SourceColumn, Table};
 use crate::rules::Finding;
 
-/// The columns of `model::READ_ON_DEMAND` a plan reads ([`NamedRows::read`]: the named
-/// objects' payload hashes).
-pub const READS: &[SourceColumn] = &[SourceColumn {
-    table: Table::Provider,
-    name: "payload_hash",
-}];
+/// The columns of `Prepared::objects` a plan reads ([`NamedRows::read`]); a part's result
+/// carries them to the merge, which plans.
+pub const OBJECT_COLUMNS: [&str; 9] = [
+    "external_id",
+    "status",
+    "payload_hash",
+    "by_run_id",
+    "created_at",
+    "by_try_number",
+    "by_map_index",
+    "live",
+    "committed",
+];
+/// The columns of `Prepared::journal` a plan reads, likewise.
+pub const JOURNAL_COLUMNS: [&str; 7] = [
+    "op_key",
+    "run_id",
+    "dag_id",
+    "task_id",
+    "phase",
+    "try_number",
+    "map_index",
+];
+
+/// Whether a plan reads a source column: the prepared objects and journal keep the
+/// provider's and the journal's columns under their own names.
+pub fn plan_reads(column: &SourceColumn) -> bool {
+    match column.table {
+        Table::Provider => OBJECT_COLUMNS.contains(&column.name),
+        Table::Journal => JOURNAL_COLUMNS.contains(&column.name),
+        Table::Attempts => false,
+    }
+}
 
 /// The fixed kinds of action, in the order a plan lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
