@@ -154,7 +154,7 @@ pub struct AuditArgs {
     /// listing's `slack`, else 1h).
     #[arg(long)]
     pub slack: Option<String>,
-    /// Run only these rules (codes), e.g. `--rule D001 --rule L001`.
+    /// Run only these rules (codes or names), e.g. `--rule D001 --rule lost-response`.
     #[arg(long = "rule")]
     pub rules: Vec<String>,
     /// Keep what this run read in DIR: a Parquet file per table and manifest.json.

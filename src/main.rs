@@ -168,12 +168,16 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
             "must be before --interval-to",
         ));
     }
-    for code in &options.rules {
-        if onceonly::rules::lookup(code).is_none() {
-            return Err(Error::usage(
-                "--rule",
-                format!("no rule {code:?}; `onceonly rule` lists them"),
-            ));
+    // A rule given by name is recorded by its code, as a part's result and the report name it.
+    for code in &mut options.rules {
+        match onceonly::rules::lookup(code) {
+            Some(rule) => *code = rule.code().to_string(),
+            None => {
+                return Err(Error::usage(
+                    "--rule",
+                    format!("no rule {code:?}; `onceonly rule` lists them"),
+                ));
+            }
         }
     }
     let config = Config::load(&args.config)?;

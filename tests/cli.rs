@@ -463,6 +463,25 @@ fn interval_range_selects_runs_by_data_interval() {
     );
 }
 
+/// `--rule` takes a rule's code or its name, in any case, and both run the same rule: a name
+/// must not pass the check and then select nothing (an empty report would read as all clear).
+#[test]
+fn a_rule_given_by_name_runs_as_by_code() {
+    let scenario = Scenario::copy_of("demo");
+    let by_code = audit_json(&scenario, &["--rule", "D001"]);
+    assert!(
+        by_code["summary"]["by_rule"]["D001"].as_u64().unwrap_or(0) > 0,
+        "the demo has a D001 finding"
+    );
+    for name in ["duplicate-export", "Duplicate-Export", "d001"] {
+        assert_eq!(
+            audit_json(&scenario, &["--rule", name])["findings"],
+            by_code["findings"],
+            "--rule {name}"
+        );
+    }
+}
+
 /// The JSON report of an audit of `scenario` that must not fail (`--fail-on never`).
 fn audit_json(scenario: &Scenario, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["--format", "json", "--fail-on", "never"];

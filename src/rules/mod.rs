@@ -176,20 +176,21 @@ pub fn lookup(code_or_name: &str) -> Option<&'static dyn Rule> {
     })
 }
 
-/// The rules an audit runs: those whose codes `codes` gives (in any case), every rule when it
-/// gives none.
+/// The rules an audit runs: those `codes` names by code or by name, as [`lookup`] finds them
+/// (`--rule` accepts both), every rule when it names none.
 pub fn selected(codes: &[String]) -> Vec<&'static dyn Rule> {
     if codes.is_empty() {
         return REGISTRY.to_vec();
     }
+    let named: Vec<&str> = codes
+        .iter()
+        .filter_map(|code| lookup(code))
+        .map(|rule| rule.code())
+        .collect();
     REGISTRY
         .iter()
         .copied()
-        .filter(|rule| {
-            codes
-                .iter()
-                .any(|code| code.eq_ignore_ascii_case(rule.code()))
-        })
+        .filter(|rule| named.contains(&rule.code()))
         .collect()
 }
 
@@ -420,5 +421,17 @@ mod tests {
             Some("D001")
         );
         assert!(lookup("X999").is_none());
+    }
+
+    /// An audit's rules are picked by code or by name, as `lookup` finds them; none is all.
+    #[test]
+    fn selected_takes_codes_and_names() {
+        let codes = |given: &[&str]| -> Vec<&str> {
+            let given: Vec<String> = given.iter().map(|code| code.to_string()).collect();
+            selected(&given).iter().map(|rule| rule.code()).collect()
+        };
+        assert_eq!(codes(&["duplicate-export", "l001"]), ["D001", "L001"]);
+        assert_eq!(codes(&["D001", "Duplicate-Export"]), ["D001"]);
+        assert_eq!(codes(&[]).len(), REGISTRY.len());
     }
 }
