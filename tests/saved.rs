@@ -262,3 +262,29 @@ fn a_wrongly_typed_column_is_refused_by_an_audit_that_does_not_read_it() {
         );
     }
 }
+
+/// An integer column whose values do not fit the table's 64-bit signed integers (a UInt64
+/// column written by another tool) is refused, naming the file and the column, instead of
+/// the values that do not fit being read as NULL.
+#[test]
+fn an_integer_too_large_for_its_column_is_refused_not_read_as_null() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let dir = scenario.path("evidence");
+    let dir_text = dir.to_str().unwrap();
+    let saved = scenario.audit(&["--save-snapshot", dir_text]);
+    assert_eq!(saved.status.code(), Some(1), "{}", stderr(&saved));
+    rewrite_table(&dir, "attempts", |attempts| {
+        let mut pids = vec![7_u64; attempts.height()];
+        pids[0] = u64::MAX;
+        let pids = polars::prelude::Column::new("pid".into(), pids);
+        attempts.with_column(pids).unwrap();
+    });
+    let output = scenario.audit(&["--from-snapshot", dir_text]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("attempts.parquet") && message.contains("pid"),
+        "{message}"
+    );
+    assert!(output.stdout.is_empty());
+}

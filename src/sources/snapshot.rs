@@ -519,7 +519,9 @@ fn parquet_column(
                         .into_column())
                 })
             }
-            _ => column.cast(&spec.kind.dtype()),
+            // Strict: an integer the column's type cannot hold (a UInt64 above i64::MAX) is
+            // refused, not read as NULL.
+            _ => column.strict_cast(&spec.kind.dtype()),
         };
         converted
             .map_err(|err| Error::input(Location::source(shown).column(own), err.to_string()))?
