@@ -235,16 +235,22 @@ fn a_manifest_whose_content_hashes_disagree_is_refused() {
     );
 }
 
+/// A copy of the Airflow 3.3.2 fixture and the snapshot its audit saved (`evidence/`).
+fn saved_airflow_snapshot() -> (Scenario, std::path::PathBuf) {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let dir = scenario.path("evidence");
+    let saved = scenario.audit(&["--save-snapshot", dir.to_str().unwrap()]);
+    assert_eq!(saved.status.code(), Some(1), "{}", stderr(&saved));
+    (scenario, dir)
+}
+
 /// An audit of a snapshot leaves the columns its rules do not read undecoded, but not
 /// unchecked: a column of the wrong type is refused, naming the file and the column, whether
 /// the audit's rules read it (K002 reads the journal's payload hashes) or not (D001 does not).
 #[test]
 fn a_wrongly_typed_column_is_refused_by_an_audit_that_does_not_read_it() {
-    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    let dir = scenario.path("evidence");
+    let (scenario, dir) = saved_airflow_snapshot();
     let dir_text = dir.to_str().unwrap();
-    let saved = scenario.audit(&["--save-snapshot", dir_text]);
-    assert_eq!(saved.status.code(), Some(1), "{}", stderr(&saved));
     rewrite_table(&dir, "journal", |journal| {
         let flags =
             polars::prelude::Column::new("payload_hash".into(), vec![true; journal.height()]);
@@ -268,11 +274,8 @@ fn a_wrongly_typed_column_is_refused_by_an_audit_that_does_not_read_it() {
 /// the values that do not fit being read as NULL.
 #[test]
 fn an_integer_too_large_for_its_column_is_refused_not_read_as_null() {
-    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
-    let dir = scenario.path("evidence");
+    let (scenario, dir) = saved_airflow_snapshot();
     let dir_text = dir.to_str().unwrap();
-    let saved = scenario.audit(&["--save-snapshot", dir_text]);
-    assert_eq!(saved.status.code(), Some(1), "{}", stderr(&saved));
     rewrite_table(&dir, "attempts", |attempts| {
         let mut pids = vec![7_u64; attempts.height()];
         pids[0] = u64::MAX;
