@@ -678,15 +678,9 @@ mod tests {
 
     /// Cells in no order: `count` cells of `distinct` strings, some NULL, shuffled.
     fn disordered(count: usize, distinct: usize) -> Vec<Option<String>> {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        (0..count)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                let n = (state >> 33) as usize % (distinct + distinct / 10);
-                (n < distinct).then(|| format!("key {n}"))
-            })
+        (crate::testing::scrambled(count, 0x9e37_79b9_7f4a_7c15).into_iter())
+            .map(|n| n % (distinct + distinct / 10))
+            .map(|n| (n < distinct).then(|| format!("key {n}")))
             .collect()
     }
 

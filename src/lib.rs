@@ -27,6 +27,8 @@ pub mod report;
 pub mod retention;
 pub mod rules;
 pub mod sources;
+#[cfg(test)]
+mod testing;
 pub mod timestamp;
 pub mod timing;
 pub mod verdicts;

@@ -11,7 +11,7 @@
 //!   is needed, for work that runs beside several steps in turn.
 //! * [`items_then_beside`]: independent pieces of work (the rules) taken in turn by this thread
 //!   and by a thread that first does one other piece (the verdicts), so neither core waits
-//!   while pieces are left.
+//!   while pieces are left; [`items`], the same without the other piece (a table's columns).
 
 use std::ops::Range;
 use std::thread::{Scope, ScopedJoinHandle};
@@ -84,6 +84,12 @@ pub fn items_then_beside<T: Send, F: Send>(
     done.extend(theirs);
     done.sort_by_key(|(item, _)| *item);
     (done.into_iter().map(|(_, result)| result).collect(), first)
+}
+
+/// `work` on every item `0..count`, taken in turn by this thread and by a thread of its own;
+/// the items' results in item order.
+pub fn items<T: Send>(count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    items_then_beside(count, work, || ()).0
 }
 
 /// `here` on this thread and `beside` on a thread of its own, at the same time.

@@ -283,6 +283,63 @@ fn a_snapshot_written_in_shuffled_row_order_gives_the_same_report() {
     assert_eq!(found, in_order, "the report of the rows in generated order");
 }
 
+/// A shuffled snapshot large enough that the audit puts its rows in time order first
+/// (`engine::order`) gives what the snapshot in generated order gives: the report, every
+/// try's verdict, and the plan (but for the fingerprint, which is each snapshot's own hash).
+#[test]
+fn a_shuffled_snapshot_put_in_time_order_gives_the_same_report_verdicts_and_plan() {
+    let (plain, shuffled) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut generating = options(17);
+    generating.intervals = 70_000;
+    generating.snapshot_only = true;
+    synth::run(&generating, plain.path()).unwrap();
+    generating.shuffle_rows = true;
+    let written = synth::run(&generating, shuffled.path()).unwrap();
+
+    let audit_of = |dir: &std::path::Path| {
+        let (tables, _) = onceonly::sources::saved::load(dir, &[]).unwrap();
+        for table in onceonly::model::Table::ALL {
+            assert!(
+                tables.get(table).height() >= audit::FEWEST_ROWS_PUT_IN_ORDER,
+                "{}: too few rows to be put in order",
+                table.name()
+            );
+        }
+        let config = Config::load(&dir.join("onceonly.toml")).unwrap();
+        let options = AuditOptions {
+            from_snapshot: Some(dir.to_path_buf()),
+            plan: true,
+            ..AuditOptions::default()
+        };
+        let (report, verdicts, plan) = audit::run(&config, &options).unwrap().into_results();
+        let mut plan = serde_json::to_value(plan.unwrap()).unwrap();
+        plan.as_object_mut().unwrap().remove("inputs_fingerprint");
+        (report, verdicts, plan)
+    };
+    let (report, verdicts, plan) = audit_of(shuffled.path());
+    let (in_order, in_order_verdicts, in_order_plan) = audit_of(plain.path());
+    assert_same(
+        "shuffled, put in order",
+        17,
+        &report.findings,
+        &written.truth.findings,
+    );
+    assert_eq!(
+        serde_json::to_string(&(&report.summary, &report.findings)).unwrap(),
+        serde_json::to_string(&(&in_order.summary, &in_order.findings)).unwrap()
+    );
+    // A verdict file lists the tries by their identity, whatever order they were read in.
+    let by_try = |verdicts: &polars::prelude::DataFrame| {
+        let key = onceonly::model::TRY.to_vec();
+        verdicts.sort(key, Default::default()).unwrap()
+    };
+    assert!(
+        by_try(&verdicts).equals_missing(&by_try(&in_order_verdicts)),
+        "every try's verdict"
+    );
+    assert_eq!(plan, in_order_plan);
+}
+
 /// Auditing one DAG reads only its runs' journal rows, and the keys and ids of those rows are
 /// numbered apart from the whole journal's: each DAG's audit finds exactly that DAG's faults.
 ///

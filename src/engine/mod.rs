@@ -3,6 +3,7 @@
 //! ```text
 //! scope    (scope.rs)    flags, config        -> which runs, journal rows, provider window
 //! read     (read.rs)     sources or snapshot  -> the canonical tables
+//!          (order.rs)    a snapshot's tables  -> its rows in time order, if they come in none
 //! prepare  (prepare.rs)  the scoped rows      -> the joined frames, objects of elsewhere set aside
 //! check    (check.rs)    the joined frames    -> findings (rules) and a verdict per try
 //! plan     (this file)   findings             -> the repair plan, when asked
@@ -18,12 +19,14 @@
 
 mod ask;
 mod check;
+mod order;
 mod partition;
 mod prepare;
 mod read;
 mod scope;
 
 pub use ask::{IntentKeys, JournalRow, ProviderObject, TriedInterval};
+pub use order::FEWEST_ROWS as FEWEST_ROWS_PUT_IN_ORDER;
 pub use partition::PartitionOut;
 pub use read::left_unread;
 pub use scope::{AuditOptions, DEFAULT_SLACK, listing_window};

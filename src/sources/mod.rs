@@ -117,6 +117,14 @@ impl Tables {
         &self.origins[table as usize]
     }
 
+    pub fn get_mut(&mut self, table: Table) -> &mut DataFrame {
+        match table {
+            Table::Attempts => &mut self.attempts,
+            Table::Journal => &mut self.journal,
+            Table::Provider => &mut self.provider,
+        }
+    }
+
     pub fn get(&self, table: Table) -> &DataFrame {
         match table {
             Table::Attempts => &self.attempts,
