@@ -91,6 +91,16 @@ impl Table {
             .collect()
     }
 
+    /// The column that places a row in time: a try's start, a journal row's recording, an
+    /// object's creation.
+    pub fn time_column(self) -> &'static str {
+        match self {
+            Table::Attempts => "start_date",
+            Table::Journal => "recorded_at",
+            Table::Provider => "created_at",
+        }
+    }
+
     /// The columns that order the table deterministically, whatever order a source gave.
     pub fn sort_key(self) -> &'static [&'static str] {
         match self {

@@ -5,8 +5,8 @@
 //! appended to, a listing in creation order) hold related rows near each other: a try's
 //! journal rows, the object it created, the next try. Coding them touches memory the cache
 //! has just seen. Rows in no order (a snapshot written by another tool, a table rewritten
-//! in hash order) make each lookup a trip to memory: at a million intervals, preparing and
-//! the verdicts then took two to four times as long.
+//! in hash order) make each lookup a trip to memory, and preparing and the verdicts wait on
+//! it row after row.
 //!
 //! So a table whose rows come in no time order is put in the order of its time column
 //! (attempts: `start_date`; journal: `recorded_at`; provider: `created_at`; NULL last),
@@ -25,15 +25,6 @@ use polars_buffer::Buffer;
 use crate::error::{EngineContext, Result};
 use crate::model::Table;
 use crate::sources::Tables;
-
-/// The column a table is put in order of.
-fn time_column(table: Table) -> &'static str {
-    match table {
-        Table::Attempts => "start_date",
-        Table::Journal => "recorded_at",
-        Table::Provider => "created_at",
-    }
-}
 
 /// Tables of fewer rows are left as they are: their texts fit in the cache in any order.
 pub const FEWEST_ROWS: usize = 1 << 16;
@@ -59,10 +50,9 @@ fn put_in_time_order(tables: &mut Tables, fewest: usize) -> Result<Vec<Table>> {
     if ordered.is_empty() {
         return Ok(Vec::new());
     }
-    // What the read freed goes back before the new columns are allocated. Kept, it is reused
-    // by them, and the freed old columns are left over for the phases after, which then reach
-    // a higher peak (an audit of every rule with --plan on shuffled rows: 2,024–2,069 MiB
-    // without this, 1,921–1,937 MiB with it; bench/scale/README.md).
+    // What the read freed goes back before the new columns are allocated. Kept, it would be
+    // reused by them, and the freed old columns left over for the phases after, whose peak
+    // would then be higher (bench/scale/README.md, issue 18, stop 31).
     crate::memory::release_free();
     for (table, order) in &ordered {
         reorder(tables.get_mut(*table), order)?;
@@ -92,7 +82,7 @@ fn time_order(frame: &DataFrame, table: Table, fewest: usize) -> Result<Option<I
     if frame.height() < fewest {
         return Ok(None);
     }
-    let Ok(times) = frame.column(time_column(table)) else {
+    let Ok(times) = frame.column(table.time_column()) else {
         return Ok(None);
     };
     let times = times
@@ -351,7 +341,7 @@ mod tests {
         assert!(tables.journal.equals_missing(&before.journal));
         for table in ordered {
             let (now, was) = (tables.get(table), before.get(table));
-            let times = crate::cells::int_column(now, time_column(table)).unwrap();
+            let times = crate::cells::int_column(now, table.time_column()).unwrap();
             let times: Vec<Option<i64>> = times.iter().collect();
             let mut sorted = times.clone();
             sorted.sort_by_key(|time| (time.is_none(), *time));
