@@ -108,6 +108,9 @@ impl Table {
             Table::Journal => &[
                 "recorded_at",
                 "op_key",
+                "dag_id",
+                "task_id",
+                "map_index",
                 "run_id",
                 "try_number",
                 "phase",
@@ -115,6 +118,15 @@ impl Table {
             ],
             Table::Provider => &["created_at", "external_id"],
         }
+    }
+
+    /// `by`, then the columns of [`Table::sort_key`] it does not name. Rows sorted by them
+    /// come out in one order whatever order the source gave them in, so what is read from the
+    /// first of a group, and every list made of a group's rows, does not depend on it (a
+    /// journal that records times to the second has many rows that tie on time).
+    pub fn sorted_by<'a>(self, by: &[&'a str]) -> Vec<&'a str> {
+        let rest = self.sort_key().iter().filter(|name| !by.contains(name));
+        by.iter().copied().chain(rest.copied()).collect()
     }
 }
 

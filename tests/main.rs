@@ -21,6 +21,7 @@ mod progress;
 mod provider_http;
 mod read_phase;
 mod readonly;
+mod row_order;
 mod rules;
 mod saved;
 mod scenario;

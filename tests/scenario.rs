@@ -56,23 +56,55 @@ impl Scenario {
         self.write(name, &text.replacen(from, to, 1));
     }
 
-    /// Changes one of the scenario's SQLite databases with SQL.
-    pub fn sqlite(&self, file: &str, sql: &str) {
-        let url = format!("sqlite://{}", self.path(file).display());
-        tokio::runtime::Builder::new_current_thread()
+    /// One of the scenario's SQLite databases, opened, with a runtime to run its queries on.
+    fn database(&self, file: &str) -> (tokio::runtime::Runtime, sqlx::SqliteConnection) {
+        use sqlx::Connection;
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("runtime")
-            .block_on(async {
-                use sqlx::Connection;
-                let mut db = sqlx::SqliteConnection::connect(&url)
-                    .await
-                    .expect("open the database");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-                    .execute(&mut db)
-                    .await
-                    .expect("run the SQL");
-            });
+            .expect("runtime");
+        let url = format!("sqlite://{}", self.path(file).display());
+        let db = runtime
+            .block_on(sqlx::SqliteConnection::connect(&url))
+            .expect("open the database");
+        (runtime, db)
+    }
+
+    /// Changes one of the scenario's SQLite databases with SQL.
+    pub fn sqlite(&self, file: &str, sql: &str) {
+        let (runtime, mut db) = self.database(file);
+        runtime
+            .block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string())).execute(&mut db))
+            .expect("run the SQL");
+    }
+
+    /// Stores a table's rows of one of the scenario's SQLite databases in reverse, so that a
+    /// reader that asks for no order gets them last first. A table whose rows are numbered by
+    /// an integer `id` (its row id) gets the ids negated, and other tables' references to them
+    /// are left as they were; any other table is written again.
+    pub fn reverse_rows(&self, file: &str, table: &str) {
+        let numbered = format!(
+            "SELECT COUNT(*) FROM pragma_table_info('{table}')
+             WHERE pk = 1 AND name = 'id' AND upper(type) = 'INTEGER'"
+        );
+        let numbered: i64 = {
+            let (runtime, mut db) = self.database(file);
+            runtime
+                .block_on(sqlx::query_scalar(sqlx::AssertSqlSafe(numbered)).fetch_one(&mut db))
+                .expect("read the table's columns")
+        };
+        let sql = if numbered == 1 {
+            format!("PRAGMA foreign_keys = OFF; UPDATE {table} SET id = -id;")
+        } else {
+            format!(
+                "PRAGMA foreign_keys = OFF;
+                 CREATE TABLE reversed AS SELECT * FROM {table} ORDER BY rowid DESC;
+                 DELETE FROM {table};
+                 INSERT INTO {table} SELECT * FROM reversed;
+                 DROP TABLE reversed;"
+            )
+        };
+        self.sqlite(file, &sql);
     }
 
     pub fn audit(&self, args: &[&str]) -> Output {

@@ -7,7 +7,7 @@ use polars::prelude::*;
 
 use crate::cells::{bools, ints, texts};
 use crate::error::{EngineContext, Result};
-use crate::model::utc;
+use crate::model::{Table, utc};
 
 use super::Audit;
 
@@ -131,7 +131,8 @@ impl Audit {
             .height())
     }
 
-    /// The journal rows of the DAG's `intervals` and those under `keys`.
+    /// The journal rows of the DAG's `intervals` and those under `keys`, in the journal's own
+    /// order ([`Table::sort_key`]).
     pub fn journal_of(
         &self,
         dag: &str,
@@ -139,6 +140,7 @@ impl Audit {
         keys: &[String],
     ) -> Result<Vec<JournalRow>> {
         let journal = selected(self.prepared.journal(), "op_key", dag, intervals, keys)
+            .sort(Table::Journal.sort_key().to_vec(), Default::default())
             .collect()
             .engine("trace: journal")?;
         let (keys, runs, numbers, maps, phases, ids, at) = (
@@ -163,7 +165,7 @@ impl Audit {
             .collect())
     }
 
-    /// The provider objects of the DAG's `intervals` and those under `keys`.
+    /// The provider objects of the DAG's `intervals` and those under `keys`, in creation order.
     pub fn objects_of(
         &self,
         dag: &str,
@@ -171,6 +173,7 @@ impl Audit {
         keys: &[String],
     ) -> Result<Vec<ProviderObject>> {
         let objects = selected(self.prepared.objects(), "key", dag, intervals, keys)
+            .sort(Table::Provider.sort_key().to_vec(), Default::default())
             .collect()
             .engine("trace: objects")?;
         provider_objects(&objects)
@@ -189,13 +192,18 @@ impl Audit {
     }
 
     /// The DAG's pipeline intervals starting from `from` to `to` (both included) that a try
-    /// ran, in order of start, operation, task and map index.
+    /// ran, in order of start, operation, task and map index. An interval's latest state is
+    /// its last try's: by start (a try that never started counts as earliest), then try
+    /// number, then the tries' own order.
     pub fn tried_intervals(&self, dag: &str, from: i64, to: i64) -> Result<Vec<TriedInterval>> {
         let intervals = self
             .prepared
             .tries()
             .filter(starting_in(dag, from, to))
-            .sort(["start_date", "try_number"], Default::default())
+            .sort(
+                Table::Attempts.sorted_by(&["start_date", "try_number"]),
+                Default::default(),
+            )
             .group_by(by_pipeline_interval())
             .agg([
                 col("operation").first(),
@@ -205,7 +213,7 @@ impl Audit {
                 col("state").last().alias("latest_state"),
             ])
             .sort(
-                ["iv_start", "operation", "task_id", "map_index"],
+                ["iv_start", "operation", "task_id", "map_index", "iv_end"],
                 Default::default(),
             )
             .collect()
@@ -233,12 +241,17 @@ impl Audit {
     }
 
     /// The intent keys of each of the DAG's pipeline intervals starting from `from` to `to`.
+    /// The last key is the last intent's: by the time it was recorded, then try number, then
+    /// the journal's own order.
     pub fn intent_keys(&self, dag: &str, from: i64, to: i64) -> Result<Vec<IntentKeys>> {
         let keys = self
             .prepared
             .journal()
             .filter(starting_in(dag, from, to).and(col("phase").eq(lit("intent"))))
-            .sort(["recorded_at"], Default::default())
+            .sort(
+                Table::Journal.sorted_by(&["recorded_at", "try_number"]),
+                Default::default(),
+            )
             .group_by(by_pipeline_interval())
             .agg([
                 col("op_key")

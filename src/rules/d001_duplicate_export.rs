@@ -1,5 +1,6 @@
 use polars::prelude::*;
 
+use crate::model::Table;
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
@@ -46,7 +47,7 @@ fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
         .objects
         .take(&rows)
         .engine("D001")?
-        .sort(["key", "created_at", "external_id"], Default::default())
+        .sort(Table::Provider.sorted_by(&["key"]), Default::default())
         .engine("D001")?;
     let duplicated = RowGroups::sorted(duplicated, &["key"])?;
     let rows = ObjectRows::read(&duplicated.frame)?;

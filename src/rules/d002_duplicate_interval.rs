@@ -1,3 +1,4 @@
+use crate::model::Table;
 use crate::cells::one_chunk;
 use crate::dictionary::NULL;
 use crate::error::Result;
@@ -43,6 +44,7 @@ fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
     let keys = one_chunk(prepared.object_key_codes()?);
     let duplicated = RowGroups::of_intervals_with_many(
         objects,
+        Table::Provider,
         attributed,
         |row| keys.get(row as usize).unwrap_or(NULL),
         &["created_at", "external_id"],

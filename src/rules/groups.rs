@@ -12,6 +12,7 @@ use polars::prelude::*;
 
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
+use crate::model::Table;
 use crate::prepare::{PIPELINE_INTERVAL, in_pipeline_interval_order};
 use crate::rules::Finding;
 
@@ -23,9 +24,11 @@ pub struct RowGroups {
 }
 
 impl RowGroups {
-    /// The rows of `rows` where `keep` holds, sorted by `order`, in groups of equal `group`.
+    /// The rows of `rows`, `table`'s, where `keep` holds, sorted by `order` then the table's
+    /// own order ([`Table::sorted_by`]), in groups of equal `group`.
     pub fn of(
         rows: LazyFrame,
+        table: Table,
         keep: Expr,
         order: Vec<&str>,
         group: &[&str],
@@ -33,7 +36,7 @@ impl RowGroups {
     ) -> Result<RowGroups> {
         let frame = rows
             .filter(keep)
-            .sort(order, Default::default())
+            .sort(table.sorted_by(&order), Default::default())
             .collect()
             .engine(rule)?;
         RowGroups::sorted(frame, group)
@@ -43,12 +46,14 @@ impl RowGroups {
     /// rows sorted by `then`.
     pub fn per_interval(
         rows: LazyFrame,
+        table: Table,
         keep: Expr,
         then: &[&'static str],
         rule: &str,
     ) -> Result<RowGroups> {
         RowGroups::of(
             rows,
+            table,
             keep,
             in_pipeline_interval_order(then),
             &PIPELINE_INTERVAL,
@@ -56,10 +61,12 @@ impl RowGroups {
         )
     }
 
-    /// `rows` of `frame` (in ascending order, as a filter keeps them), sorted by `order`, in
-    /// groups of equal `group`: [`RowGroups::of`] for rows picked by a pass over codes.
+    /// `rows` of `frame`, `table`'s (in ascending order, as a filter keeps them), sorted by
+    /// `order` then the table's own order, in groups of equal `group`: [`RowGroups::of`] for
+    /// rows picked by a pass over codes.
     pub fn of_rows(
         frame: &DataFrame,
+        table: Table,
         rows: Vec<IdxSize>,
         order: Vec<&str>,
         group: &[&str],
@@ -67,7 +74,7 @@ impl RowGroups {
     ) -> Result<RowGroups> {
         let frame = frame
             .take(&IdxCa::from_vec("rows".into(), rows))
-            .and_then(|picked| picked.sort(order, Default::default()))
+            .and_then(|picked| picked.sort(table.sorted_by(&order), Default::default()))
             .engine(rule)?;
         RowGroups::sorted(frame, group)
     }
@@ -76,12 +83,14 @@ impl RowGroups {
     /// `then`.
     pub fn of_interval_rows(
         frame: &DataFrame,
+        table: Table,
         rows: Vec<IdxSize>,
         then: &[&'static str],
         rule: &str,
     ) -> Result<RowGroups> {
         RowGroups::of_rows(
             frame,
+            table,
             rows,
             in_pipeline_interval_order(then),
             &PIPELINE_INTERVAL,
@@ -95,6 +104,7 @@ impl RowGroups {
     /// as a pass over codes.
     pub fn of_intervals_with_many(
         frame: &DataFrame,
+        table: Table,
         rows: Vec<IdxSize>,
         value: impl Fn(IdxSize) -> u32,
         then: &[&'static str],
@@ -109,7 +119,7 @@ impl RowGroups {
             .filter(|(_, interval)| values.holds(**interval))
             .map(|(row, _)| *row)
             .collect();
-        RowGroups::of_interval_rows(frame, picked, then, rule)
+        RowGroups::of_interval_rows(frame, table, picked, then, rule)
     }
 
     /// A frame already sorted so that each group's rows are together.

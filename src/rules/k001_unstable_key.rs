@@ -1,5 +1,6 @@
 use polars::prelude::*;
 
+use crate::model::Table;
 use crate::cells::one_chunk;
 use crate::dictionary::NULL;
 use crate::error::Result;
@@ -43,6 +44,7 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
     let keys = one_chunk(prepared.journal_key_codes()?);
     let unstable = RowGroups::of_intervals_with_many(
         journal,
+        Table::Journal,
         intents,
         |row| keys.get(row as usize).unwrap_or(NULL),
         &["recorded_at", "try_number"],

@@ -1,5 +1,6 @@
 use polars::prelude::*;
 
+use crate::model::Table;
 use crate::cells::one_chunk;
 use crate::dictionary::NULL;
 use crate::error::Result;
@@ -62,6 +63,7 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
         .collect();
     let collided = RowGroups::of_rows(
         journal,
+        Table::Journal,
         collided_rows,
         vec!["op_key", "recorded_at", "run_id", "try_number"],
         &["op_key"],

@@ -1,3 +1,4 @@
+use crate::model::Table;
 use crate::cells::groups;
 use crate::error::Result;
 use crate::prepare::{Prepared, model};
@@ -64,6 +65,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         });
     let lost = gather_sorted(
         &prepared.objects,
+        Table::Provider,
         is_lost,
         &["key", "created_at", "external_id"],
         "L001 objects",
@@ -74,6 +76,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
     }
     let writers = gather_sorted(
         &prepared.journal,
+        Table::Journal,
         journal_keys
             .iter()
             .map(|key| key.is_some_and(|key| lost_key[key as usize])),

@@ -1,3 +1,4 @@
+use crate::model::Table;
 use crate::ahead;
 use crate::cells::{groups, ints, one_chunk};
 use crate::error::Result;
@@ -77,6 +78,7 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .collect();
     let rows = gather_sorted(
         &prepared.journal,
+        Table::Journal,
         keys.iter()
             .map(|key| key.is_some_and(|key| orphan[key as usize])),
         &["op_key", "recorded_at", "try_number"],

@@ -1,3 +1,4 @@
+use crate::model::Table;
 use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
@@ -40,7 +41,7 @@ fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
             .map(|(live, (named, journaled))| {
                 live == Some(true) && named == Some(false) && journaled == Some(false)
             });
-    let unknown = gather_sorted(objects, unknown, &[], "L003")?;
+    let unknown = gather_sorted(objects, Table::Provider, unknown, &[], "L003")?;
     let rows = ObjectRows::read(&unknown)?;
     (0..unknown.height())
         .map(|row| {

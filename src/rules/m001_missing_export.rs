@@ -1,5 +1,6 @@
 use polars::prelude::*;
 
+use crate::model::Table;
 use crate::error::{EngineContext, Result};
 use crate::prepare::{Prepared, model};
 use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
@@ -58,7 +59,7 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
                 && at.is_some_and(|at| prepared.window.holds(at))
                 && id.is_some_and(|id| !live_ids[id as usize])
         });
-    let mut missing = gather_sorted(journal, missing, &[], "M001")?;
+    let mut missing = gather_sorted(journal, Table::Journal, missing, &[], "M001")?;
     let shown = ids(&missing)?
         .iter()
         .map(|id| id.and_then(|id| object_of[id as usize]))

@@ -2,6 +2,7 @@ use polars::prelude::*;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::model::Table;
 use crate::cells::{int_column, ints, one_chunk, text_column, texts};
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
@@ -138,6 +139,7 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .engine("R001")?;
     let flagged = RowGroups::per_interval(
         frame.lazy(),
+        Table::Provider,
         lit(true),
         &["created_at", "external_id"],
         "R001",

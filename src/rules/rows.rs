@@ -4,12 +4,16 @@ use polars::prelude::*;
 
 use crate::cells::{ints, texts};
 use crate::error::Result;
+use crate::model::Table;
 use crate::rules::Evidence;
 use crate::timestamp;
 
-/// The rows of `frame` where `keep` yields true, gathered and sorted by `by` (if not empty).
+/// The rows of `frame`, one of `table`'s, where `keep` yields true, gathered and sorted by
+/// `by` then the table's own order ([`Table::sorted_by`]); left in the frame's order when `by`
+/// is empty.
 pub fn gather_sorted(
     frame: &DataFrame,
+    table: Table,
     keep: impl Iterator<Item = bool>,
     by: &[&str],
     doing: &str,
@@ -26,7 +30,8 @@ pub fn gather_sorted(
     if by.is_empty() {
         return Ok(rows);
     }
-    rows.sort(by.to_vec(), Default::default()).engine(doing)
+    rows.sort(table.sorted_by(by), Default::default())
+        .engine(doing)
 }
 
 pub struct ObjectRows {

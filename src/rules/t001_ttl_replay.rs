@@ -1,5 +1,6 @@
 use polars::prelude::*;
 
+use crate::model::Table;
 use crate::error::Result;
 use crate::error::EngineContext;
 use crate::prepare::{Prepared, code_interval_rows};
@@ -54,6 +55,7 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
     let spread = (col("created_at").max() - col("created_at").min()).cast(DataType::Int64);
     let replayed = RowGroups::per_interval(
         several.lazy(),
+        Table::Provider,
         over_interval(spread)?.gt(col("key_ttl")),
         &["created_at", "external_id"],
         "T001",
