@@ -98,18 +98,23 @@ fn same_in_both(scenarios: &[Scenario; 2], args: &[&str]) -> Option<serde_json::
 }
 
 #[test]
-fn an_audit_and_its_plan() {
+fn an_audit_its_verdicts_and_its_plan() {
     for version in VERSIONS {
         let scenarios = both_orders(version, None);
         let plans = scenarios
             .each_ref()
             .map(|scenario| scenario.path("plan.json"));
+        let verdicts = scenarios
+            .each_ref()
+            .map(|scenario| scenario.path("verdicts.csv"));
         let [stored, reversed] = [0, 1].map(|side| {
             let output = scenarios[side].audit(&[
                 "--format",
                 "json",
                 "--plan",
                 plans[side].to_str().unwrap(),
+                "--verdicts",
+                verdicts[side].to_str().unwrap(),
             ]);
             assert!(output.status.code() == Some(1), "{}", stderr(&output));
             // The sources are named by their paths, which differ.
@@ -117,7 +122,14 @@ fn an_audit_and_its_plan() {
                 .replace(scenarios[side].dir.path().to_str().unwrap(), "SCENARIO")
         });
         assert_same_text(&stored, &reversed, &format!("{version}: the report"));
-        // The plan quotes a hash of the inputs as read; the rest must be the same.
+        let [stored, reversed] = verdicts.map(|path| std::fs::read_to_string(path).unwrap());
+        assert_same_text(
+            &stored,
+            &reversed,
+            &format!("{version}: every try's verdict"),
+        );
+        // The plan quotes a hash of the tables as read, rows in the order read (README,
+        // `--save-snapshot`); the rest must be the same.
         let [stored, reversed] = plans.map(|plan| {
             let mut plan = crate::scenario::json_file(&plan);
             plan.as_object_mut().unwrap().remove("inputs_fingerprint");
