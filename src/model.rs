@@ -130,6 +130,54 @@ impl Table {
     }
 }
 
+/// Two rows of a journal frame compared in the journal's own order ([`Table::sort_key`]), for
+/// code that walks rows instead of sorting them: of rows that tie on time (a journal that
+/// records to the second has many), the one taken first or last is decided by what the rows
+/// say, not by where the source put them. A column is read only when the rows tie on the ones
+/// before it.
+pub struct JournalOrder {
+    columns: Vec<OrderColumn>,
+}
+
+enum OrderColumn {
+    Text(StringChunked),
+    Int(Int64Chunked),
+}
+
+impl JournalOrder {
+    pub fn of(journal: &DataFrame) -> crate::error::Result<JournalOrder> {
+        let columns = Table::Journal
+            .sort_key()
+            .iter()
+            .map(|name| {
+                let kind = Table::Journal.columns().iter().find(|c| c.name == *name);
+                Ok(match kind.map(|column| column.kind) {
+                    Some(Kind::Text) => {
+                        OrderColumn::Text(crate::cells::text_column(journal, name)?)
+                    }
+                    _ => OrderColumn::Int(crate::cells::one_chunk(crate::cells::int_column(
+                        journal, name,
+                    )?)),
+                })
+            })
+            .collect::<crate::error::Result<_>>()?;
+        Ok(JournalOrder { columns })
+    }
+
+    /// How row `a` compares with row `b`; rows equal here say the same in every column of the
+    /// order.
+    pub fn cmp(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        self.columns
+            .iter()
+            .map(|column| match column {
+                OrderColumn::Text(cells) => cells.get(a).cmp(&cells.get(b)),
+                OrderColumn::Int(cells) => cells.get(a).cmp(&cells.get(b)),
+            })
+            .find(|order| order.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }
+}
+
 /// `attempts`: one row per task try, from `task_instance_history` plus `task_instance`.
 ///
 /// * `interval_start`/`interval_end` are the run's data interval (NULL for an Airflow 3 manual

@@ -309,8 +309,8 @@ impl VerdictInputs<'_> {
     }
 }
 
-/// What a try's journal rows say, in the order they were recorded (NULL times first, then
-/// the order read).
+/// What a try's journal rows say, in the order they were recorded (NULL times first), rows
+/// recorded at one time in the journal's own order (`model::JournalOrder`).
 #[derive(Clone, Copy, Default)]
 struct TryJournal {
     /// Its first row.
@@ -339,8 +339,8 @@ impl Journal {
         let external_id = text("external_id")?;
         let try_row = prepared.journal_try_rows()?;
         let mut of_try = vec![TryJournal::default(); prepared.tries.height()];
-        let earlier =
-            |a: u32, b: u32| (recorded.get(a as usize), a) < (recorded.get(b as usize), b);
+        let order = crate::model::JournalOrder::of(frame)?;
+        let earlier = |a: u32, b: u32| order.cmp(a as usize, b as usize).then(a.cmp(&b)).is_lt();
         // Journal rows in no order update their tries' entries all over: each row asks for the
         // entry of the row a few on, and for the time of that entry's first row (`crate::ahead`).
         let (try_rows, recorded_at) = (ahead::values(&try_row), ahead::values(&recorded));

@@ -9,16 +9,29 @@ use crate::scenario::{Scenario, airflow_days, onceonly, stderr};
 
 const VERSIONS: [&str; 2] = ["airflow-2.10.5", "airflow-3.3.2"];
 
-/// The run of `version` with its journal's times to the second, the unstable-key DAG's retry
-/// recording its intent in the same second as the first try did; as stored, and reversed.
+/// The run of `version` with its journal's times to the second, and rows that tie on time:
+/// the unstable-key DAG's retry records its intent in the same second as the first try did;
+/// the stable-key DAG's second interval's try commits a second id in the second of its first,
+/// and a manual run of that interval records an intent under its key in the same second as
+/// the scheduled run (which of them created the object?). As stored, and reversed.
 fn both_orders(version: &str, metadata: Option<&str>) -> [Scenario; 2] {
-    let [first, ..] = airflow_days(version);
+    let [first, second, _] = airflow_days(version);
     let to_the_second = format!(
         "UPDATE export_journal SET recorded_at = substr(recorded_at, 1, 19) || 'Z';
          UPDATE export_journal SET recorded_at = (
              SELECT recorded_at FROM export_journal
              WHERE op_key LIKE '%:{first}:try1' AND phase = 'STARTED')
-         WHERE op_key LIKE '%:{first}:try2' AND phase = 'STARTED';"
+         WHERE op_key LIKE '%:{first}:try2' AND phase = 'STARTED';
+         INSERT INTO export_journal
+         SELECT op_key, dag_id, task_id, map_index, run_id, try_number, phase,
+                'exp_000000000000', payload_sha256, recorded_at, approval_id, approval_expires_at
+         FROM export_journal
+         WHERE dag_id = 'onceonly_a_stable_key' AND phase = 'DONE' AND op_key LIKE '%:{second}';
+         INSERT INTO export_journal
+         SELECT op_key, dag_id, task_id, map_index, 'manual__{second}T00:00:00+00:00', try_number,
+                phase, external_id, payload_sha256, recorded_at, approval_id, approval_expires_at
+         FROM export_journal
+         WHERE dag_id = 'onceonly_a_stable_key' AND phase = 'STARTED' AND op_key LIKE '%:{second}';"
     );
     [false, true].map(|reversed| {
         let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));

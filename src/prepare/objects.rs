@@ -335,13 +335,7 @@ pub fn attribute(
                             .get(r as usize)
                             .is_some_and(|at| at <= created + super::ROUNDING)
                     })
-                    .max_by_key(|&r| {
-                        (
-                            says.recorded.get(r as usize),
-                            says.try_numbers.get(r as usize),
-                            r,
-                        )
-                    }),
+                    .max_by(|&a, &b| says.cmp(a as usize, b as usize)),
             };
             let commit = match id {
                 NONE => None,
@@ -440,12 +434,26 @@ struct JournalByObject<'a> {
     /// Per key: whether the journal has it, and whether a committed or reconciled row has it.
     journaled: Vec<bool>,
     key_committed: Vec<bool>,
-    /// Per object id: the first committed row by (recorded_at, try_number), NULLs first.
+    /// Per object id: the first committed row by [`JournalByObject::cmp`].
     first_commit: Vec<u32>,
     /// Per key, its intents' rows.
     intents: Grouped,
     recorded: Int64Chunked,
     try_numbers: Int64Chunked,
+    order: crate::model::JournalOrder,
+}
+
+/// Journal rows by the time recorded (NULL first), then try number, then the journal's own
+/// order: which of several rows comes first does not depend on the order they were read in.
+fn in_time_order(
+    recorded: &Int64Chunked,
+    try_numbers: &Int64Chunked,
+    order: &crate::model::JournalOrder,
+    a: usize,
+    b: usize,
+) -> std::cmp::Ordering {
+    let at = |row: usize| (recorded.get(row), try_numbers.get(row));
+    at(a).cmp(&at(b)).then_with(|| order.cmp(a, b))
 }
 
 /// The whole journal's key and id numbers, each below its count.
@@ -478,6 +486,8 @@ impl<'a> JournalByObject<'a> {
         let mut journaled = vec![false; key_count];
         let mut key_committed = vec![false; key_count];
         let mut first_commit: Vec<u32> = vec![NONE; id_count];
+        let order = crate::model::JournalOrder::of(all_journal)?;
+        let earlier = |a, b| in_time_order(&recorded, &try_numbers, &order, a, b);
         for (row, ((key_text, phase), (&key, &id))) in keys
             .iter()
             .zip(phases.iter())
@@ -500,8 +510,7 @@ impl<'a> JournalByObject<'a> {
             }
             if is_done(phase) {
                 committed[id] = true;
-                let order = |row: usize| (recorded.get(row), try_numbers.get(row), row);
-                if first_commit[id] == NONE || order(row) < order(first_commit[id] as usize) {
+                if first_commit[id] == NONE || earlier(row, first_commit[id] as usize).is_lt() {
                     first_commit[id] = row as u32;
                 }
             }
@@ -523,7 +532,13 @@ impl<'a> JournalByObject<'a> {
             intents,
             recorded,
             try_numbers,
+            order,
         })
+    }
+
+    /// Two rows of the whole journal in time order ([`in_time_order`]).
+    fn cmp(&self, a: usize, b: usize) -> std::cmp::Ordering {
+        in_time_order(&self.recorded, &self.try_numbers, &self.order, a, b)
     }
 }
 
