@@ -228,6 +228,78 @@ fn rows_in_any_order_give_the_same_audit() {
     }
 }
 
+/// Times that tie. A journal or a provider that records times to the second has rows of one try,
+/// one key or one interval at the same time; here the times are cut to the minute, so that
+/// such rows are the rule rather than a few. Read in any order, the audit writes the same
+/// report, byte for byte, and judges every try the same.
+#[test]
+fn times_that_tie_in_any_order_give_the_same_audit() {
+    use onceonly::render::{Format, render};
+    use polars::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    synth::run(&options(5), dir.path()).unwrap();
+    let config = Config::load(&dir.path().join("onceonly.toml")).unwrap();
+    let (mut tables, _) = onceonly::sources::saved::load(dir.path(), &[]).unwrap();
+    let to_the_minute = |frame: &mut DataFrame, name: &str| {
+        let seconds: Int64Chunked = frame
+            .column(name)
+            .unwrap()
+            .cast(&DataType::Int64)
+            .unwrap()
+            .i64()
+            .unwrap()
+            .apply_values(|micros| micros.div_euclid(60_000_000) * 60_000_000);
+        let seconds = seconds.into_series().cast(&onceonly::model::utc()).unwrap();
+        frame
+            .with_column(seconds.with_name(name.into()).into_column())
+            .unwrap();
+    };
+    to_the_minute(&mut tables.journal, "recorded_at");
+    to_the_minute(&mut tables.provider, "created_at");
+    let audit_of = |tables: &onceonly::sources::Tables| {
+        let (report, verdicts, _) = audit::audit_tables(&config, tables, &AuditOptions::default())
+            .unwrap()
+            .into_results();
+        let verdicts = verdicts
+            .sort(onceonly::model::TRY.to_vec(), Default::default())
+            .unwrap();
+        (render(&report, Format::Json, &verdicts).unwrap(), verdicts)
+    };
+    let (in_order, in_order_verdicts) = audit_of(&tables);
+    let recorded = tables.journal.column("recorded_at").unwrap().clone();
+    let distinct = recorded.n_unique().unwrap();
+    assert!(
+        distinct * 2 < recorded.len(),
+        "the journal's times tie: {distinct} distinct of {} rows",
+        recorded.len()
+    );
+    let reversed = |frame: &DataFrame| frame.reverse();
+    let shuffled = |frame: &DataFrame| {
+        let rows = frame.height();
+        assert_ne!(rows % 7_919, 0);
+        let order: Vec<IdxSize> = (0..rows)
+            .map(|row| ((row * 7_919 + 13) % rows) as IdxSize)
+            .collect();
+        frame.take(&IdxCa::from_vec("order".into(), order)).unwrap()
+    };
+    let orders: [(&str, &dyn Fn(&DataFrame) -> DataFrame); 2] =
+        [("reversed", &reversed), ("shuffled", &shuffled)];
+    for (name, order) in orders {
+        let tables = onceonly::sources::Tables {
+            attempts: order(&tables.attempts),
+            journal: order(&tables.journal),
+            provider: order(&tables.provider),
+            ..tables.clone()
+        };
+        let (report, verdicts) = audit_of(&tables);
+        assert!(report == in_order, "{name}: the report differs");
+        assert!(
+            verdicts.equals_missing(&in_order_verdicts),
+            "{name}: a try is judged otherwise"
+        );
+    }
+}
+
 /// `synth --shuffle-rows` writes the same snapshot with every table's rows in another order;
 /// audited, it gives the report of the snapshot in generated order, byte for byte, and holds
 /// exactly the injected findings.
