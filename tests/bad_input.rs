@@ -4,7 +4,12 @@ use crate::scenario::{Scenario, stderr};
 
 /// Runs the audit on a changed demo scenario and returns stderr, checking exit 2.
 fn refused(change: impl FnOnce(&Scenario)) -> String {
-    let scenario = Scenario::copy_of("demo");
+    refused_in("demo", change)
+}
+
+/// [`refused`] on a changed copy of `fixture`.
+fn refused_in(fixture: &str, change: impl FnOnce(&Scenario)) -> String {
+    let scenario = Scenario::copy_of(fixture);
     change(&scenario);
     let output = scenario.audit(&["--format", "json"]);
     let message = stderr(&output);
@@ -166,4 +171,57 @@ fn missing_config_file_is_named() {
     let output = crate::scenario::onceonly(&["audit", "--config", "/nonexistent/onceonly.toml"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("/nonexistent/onceonly.toml"));
+}
+
+/// A provider snapshot that lists an object twice (exports appended to each other): the same
+/// copy twice is counted once, with a warning, and finds what the file with one copy finds;
+/// two copies that differ are refused, naming the object, the column and both values.
+#[test]
+fn an_object_listed_twice_is_counted_once_or_refused() {
+    let fixture = "airflow/out/airflow-3.3.2";
+    let report = |scenario: &Scenario| {
+        let output = scenario.audit(&["--format", "json"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let once = report(&Scenario::copy_of(fixture));
+
+    let twice = Scenario::copy_of(fixture);
+    let listing = twice.read("provider.ndjson");
+    let first = listing.lines().next().unwrap().to_string();
+    let id = serde_json::from_str::<serde_json::Value>(&first).unwrap()["external_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    twice.write("provider.ndjson", &format!("{listing}{first}\n"));
+    let counted_once = report(&twice);
+    assert_eq!(counted_once["findings"], once["findings"]);
+    assert_eq!(counted_once["summary"], once["summary"]);
+    assert_eq!(
+        counted_once["coverage"]["sources"][2]["rows"],
+        once["coverage"]["sources"][2]["rows"]
+    );
+    let warnings = counted_once["coverage"]["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "object `{id}` is listed twice with the same content"
+        )),
+        "{warnings}"
+    );
+
+    let message = refused_in(fixture, |s| {
+        let changed = first.replace("\"status\": \"live\"", "\"status\": \"cancelled\"");
+        assert_ne!(changed, first);
+        s.write("provider.ndjson", &format!("{listing}{changed}\n"));
+    });
+    assert!(
+        message.contains(&format!(
+            "provider.ndjson, column `status`: object `{id}` is listed twice"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("(\"live\" and \"cancelled\")"),
+        "{message}"
+    );
 }

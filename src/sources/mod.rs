@@ -297,7 +297,10 @@ impl<'scope> Provider<'scope> {
             Source::Snapshot(path) => Provider::Reading(scope.spawn(move || {
                 let started = std::time::Instant::now();
                 let read = snapshot::read(path, Table::Provider, &snapshot::Mapping::default())
-                    .map(|provider| (provider, None, Vec::new()));
+                    .and_then(|provider| {
+                        snapshot::each_object_once(provider, &path.display().to_string())
+                    })
+                    .map(|(provider, warnings)| (provider, None, warnings));
                 crate::timing::phase("read:provider", started);
                 read
             })),

@@ -65,6 +65,66 @@ pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
     Ok(read)
 }
 
+/// A provider snapshot's objects, each once. A file that lists an object twice with the same
+/// content (exports appended to each other) keeps its first copy, and a warning says how many
+/// were counted once. Two copies that differ are refused: nothing in a file tells which one
+/// is current, and either could change what is found.
+pub fn each_object_once(provider: DataFrame, shown: &str) -> Result<(DataFrame, Vec<String>)> {
+    let ids = crate::cells::text_column(&provider, "external_id")?;
+    let mut first: PlHashMap<&str, usize> = PlHashMap::with_capacity(provider.height());
+    let mut repeated: Vec<usize> = Vec::new();
+    for (row, id) in ids.iter().enumerate() {
+        let Some(id) = id else { continue };
+        let Some(&earlier) = first.get(id) else {
+            first.insert(id, row);
+            continue;
+        };
+        let differs = provider
+            .columns()
+            .iter()
+            .find(|column| column.get(earlier).ok() != column.get(row).ok());
+        if let Some(column) = differs {
+            let cell = |row: usize| {
+                column
+                    .get(row)
+                    .map(|value| value.to_string())
+                    .unwrap_or_default()
+            };
+            return Err(Error::input(
+                Location::source(shown).column(column.name().as_str()),
+                format!(
+                    "object `{id}` is listed twice, as objects {} and {}, with different `{}` ({} and {}); a provider snapshot lists each object once: keep its current copy",
+                    earlier + 1,
+                    row + 1,
+                    column.name(),
+                    cell(earlier),
+                    cell(row)
+                ),
+            ));
+        }
+        repeated.push(row);
+    }
+    if repeated.is_empty() {
+        return Ok((provider, Vec::new()));
+    }
+    let first_repeated = ids.get(repeated[0]).unwrap_or_default();
+    let warning = match repeated.len() {
+        1 => format!(
+            "{shown}: object `{first_repeated}` is listed twice with the same content; it is counted once"
+        ),
+        count => format!(
+            "{shown}: {count} copies of objects listed before, with the same content (the first: `{first_repeated}`); each object is counted once"
+        ),
+    };
+    let keep: BooleanChunked = (0..provider.height())
+        .map(|row| repeated.binary_search(&row).is_err())
+        .collect();
+    let provider = provider
+        .filter(&keep)
+        .engine("counting each provider object once")?;
+    Ok((provider, vec![warning]))
+}
+
 /// Typed values of one canonical column as they are read (shared by every source that
 /// builds a table row by row).
 pub(crate) enum Values {
