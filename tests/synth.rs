@@ -282,8 +282,8 @@ fn times_that_tie_in_any_order_give_the_same_audit() {
             .collect();
         frame.take(&IdxCa::from_vec("order".into(), order)).unwrap()
     };
-    let orders: [(&str, &dyn Fn(&DataFrame) -> DataFrame); 2] =
-        [("reversed", &reversed), ("shuffled", &shuffled)];
+    type Order<'o> = &'o dyn Fn(&DataFrame) -> DataFrame;
+    let orders: [(&str, Order); 2] = [("reversed", &reversed), ("shuffled", &shuffled)];
     for (name, order) in orders {
         let tables = onceonly::sources::Tables {
             attempts: order(&tables.attempts),
