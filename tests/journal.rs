@@ -174,3 +174,38 @@ fn the_recommended_table_needs_no_mapping() {
     assert_eq!(report["summary"]["by_rule"], expected["findings_by_code"]);
     assert_eq!(report["summary"]["reconciled_retries"], 3);
 }
+
+/// A journal written at least once, every row twice (an insert retried after a timeout that had
+/// committed): the same findings, messages included, and the same verdicts. The rules' messages
+/// count tries, not rows, and a write listed twice is one write.
+#[test]
+fn every_row_written_twice_finds_the_same() {
+    let audit = |scenario: &Scenario| {
+        let verdicts = scenario.path("verdicts.csv");
+        let output =
+            scenario.audit(&["--format", "json", "--verdicts", verdicts.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        (report, std::fs::read_to_string(verdicts).unwrap())
+    };
+    let (once, once_verdicts) = audit(&Scenario::copy_of("airflow/out/airflow-3.3.2"));
+    let (twice, twice_verdicts) = audit(&with_journal_sql(
+        "INSERT INTO export_journal SELECT * FROM export_journal",
+    ));
+    assert_eq!(
+        twice["coverage"]["sources"][1]["rows"].as_i64(),
+        once["coverage"]["sources"][1]["rows"]
+            .as_i64()
+            .map(|rows| rows * 2)
+    );
+    assert_eq!(twice["summary"], once["summary"]);
+    for (once, twice) in once["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(twice["findings"].as_array().unwrap())
+    {
+        assert_eq!(once, twice);
+    }
+    assert_eq!(once_verdicts, twice_verdicts);
+}

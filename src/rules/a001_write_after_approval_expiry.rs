@@ -126,7 +126,7 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
     groups(&late, &["op_key"])?
         .into_iter()
         .map(|(first, members)| {
-            let writes: Vec<String> = members
+            let mut writes: Vec<String> = members
                 .iter()
                 .map(|row| {
                     format!(
@@ -136,6 +136,8 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
                     )
                 })
                 .collect();
+            // A journal row written twice is one write (the rows are sorted by what they say).
+            writes.dedup();
             let mut evidence = crate::rules::Evidence {
                 external_ids: members
                     .iter()

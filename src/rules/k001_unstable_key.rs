@@ -61,7 +61,7 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
             op_key: None,
             message: format!(
                 "{} tries of one interval used {} different keys ({}); the key contains {part}",
-                members.len(),
+                evidence.tries.len(),
                 evidence.keys.len(),
                 evidence.keys.join(", ")
             ),

@@ -101,11 +101,14 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
             let mut evidence = journal.evidence(&journal_rows);
             evidence.external_ids = vec![objects.id(row).to_string()];
             evidence.times.push(format!("{} created={}", objects.id(row), timestamp::format_opt(objects.created_at[row])));
-            let intent_tries: Vec<String> = journal_rows
-                .iter()
-                .filter(|r| journal.phase[**r].as_deref() == Some("intent"))
-                .map(|r| journal.try_ref(*r))
-                .collect();
+            // Each try once, in the order of its first intent (a try may record one twice).
+            let mut intent_tries: Vec<String> = Vec::new();
+            for row in journal_rows.iter().filter(|r| journal.phase[**r].as_deref() == Some("intent")) {
+                let try_ref = journal.try_ref(*row);
+                if !intent_tries.contains(&try_ref) {
+                    intent_tries.push(try_ref);
+                }
+            }
             Ok(LostResponse::finding(FindingDraft {
                 dag_id: objects.dag_id[row].clone(),
                 operation: objects.operation[row].clone(),

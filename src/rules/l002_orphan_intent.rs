@@ -98,7 +98,13 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         .into_iter()
         .map(|(first, members)| {
             let mut evidence = journal.evidence(&members);
-            let failed = members.iter().filter(|r| journal.phase[**r].as_deref() == Some("failed")).count();
+            let mut failed: Vec<String> = members
+                .iter()
+                .filter(|r| journal.phase[**r].as_deref() == Some("failed"))
+                .map(|r| journal.try_ref(*r))
+                .collect();
+            failed.sort();
+            failed.dedup();
             let mut others: Vec<&IntervalObject> = members
                 .iter()
                 .filter_map(|row| intervals[*row])
@@ -106,7 +112,11 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .collect();
             others.sort();
             others.dedup();
-            let failed = if failed > 0 { format!(" ({failed} failed rows)") } else { String::new() };
+            let failed = match failed.len() {
+                0 => String::new(),
+                1 => " (1 try failed)".to_string(),
+                count => format!(" ({count} tries failed)"),
+            };
             let verdict = if others.is_empty() {
                 "safe to retry with the same key".to_string()
             } else {
