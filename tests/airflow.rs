@@ -920,3 +920,45 @@ fn committed_expectations_are_what_the_generator_derives_today() {
          holds only its dump"
     );
 }
+
+/// A task that two `[[operation]]`s match is audited under the first, in the config's order;
+/// the later one audits none of it, and a warning says so rather than letting the overlap of
+/// globs pass silently. The findings are those of the config without the later operation.
+#[test]
+fn an_operation_that_earlier_ones_shadow_is_named_in_a_warning() {
+    let version = "airflow-3.3.2";
+    let alone = report(version, &[]);
+    let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+    let config = scenario.read("onceonly.toml");
+    let operations = config.matches("\n[[operation]]").count();
+    scenario.write(
+        "onceonly.toml",
+        &format!(
+            "{config}\n[[operation]]\nname = \"every_export\"\ndag_id = \"onceonly_*\"\ntask_id = \"export\"\n"
+        ),
+    );
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let shadowed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shadowed["findings"], alone["findings"]);
+    let warnings: Vec<&str> = shadowed["coverage"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|warning| warning.as_str())
+        .filter(|warning| warning.contains("every_export"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!(
+            "[[operation]] `every_export` (dag_id `onceonly_*`, task_id `export`) matches {operations} tasks that an earlier operation matches first"
+        )),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        !alone["coverage"]["warnings"]
+            .to_string()
+            .contains("every_export")
+    );
+}

@@ -113,3 +113,62 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
     }
     Ok((prepared.codes.runs + uncoded.len(), counts))
 }
+
+/// Where a task matches more than one `[[operation]]`, it is audited under the first that
+/// matches it, in the config's order; a later operation it also matches audits nothing of it.
+/// One warning per such later operation, naming how many of the audited tasks it gives up and
+/// which operation took the first of them, so an overlap of globs is not silent.
+pub fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Vec<String>> {
+    let tries = &prepared.tries;
+    let pipelines = crate::cells::one_chunk(crate::cells::code_column(
+        tries,
+        crate::prepare::model::interval::PIPELINE,
+    )?);
+    let (dags, tasks) = (
+        crate::cells::text_column(tries, "dag_id")?,
+        crate::cells::text_column(tries, "task_id")?,
+    );
+    let mut seen: Vec<bool> = Vec::new();
+    // Per later operation: the tasks it gives up, and the first of them with its operation.
+    let mut shadowed: BTreeMap<usize, (usize, String)> = BTreeMap::new();
+    for (row, pipeline) in pipelines.iter().enumerate() {
+        let Some(pipeline) = pipeline else { continue };
+        let pipeline = pipeline as usize;
+        if seen.len() <= pipeline {
+            seen.resize(pipeline + 1, false);
+        }
+        if std::mem::replace(&mut seen[pipeline], true) {
+            continue;
+        }
+        let (Some(dag), Some(task)) = (dags.get(row), tasks.get(row)) else {
+            continue;
+        };
+        let mut matching = config
+            .operations
+            .iter()
+            .enumerate()
+            .filter(|(_, operation)| operation.matches(dag, task));
+        let Some((_, first)) = matching.next() else {
+            continue;
+        };
+        for (index, _) in matching {
+            let entry = shadowed
+                .entry(index)
+                .or_insert_with(|| (0, format!("{dag}.{task}, audited under `{}`", first.name)));
+            entry.0 += 1;
+        }
+    }
+    Ok(shadowed
+        .into_iter()
+        .map(|(index, (count, example))| {
+            let operation = &config.operations[index];
+            format!(
+                "[[operation]] `{}` (dag_id `{}`, task_id `{}`) matches {count} task{} that an earlier operation matches first ({example}); a task is audited under the first operation that matches it",
+                operation.name,
+                operation.dag_id,
+                operation.task_id,
+                if count == 1 { "" } else { "s" }
+            )
+        })
+        .collect())
+}
