@@ -209,3 +209,37 @@ fn every_row_written_twice_finds_the_same() {
     }
     assert_eq!(once_verdicts, twice_verdicts);
 }
+
+/// A journal that does not record a mapped task's `map_index` (every row -1) names tries Airflow
+/// does not have: the report says how many rows and names the first, rather than judging the
+/// mapped tries as if they had written nothing without a word. The run as recorded has none.
+#[test]
+fn rows_that_name_no_try_of_airflow_are_counted_in_a_warning() {
+    let warnings = |scenario: &Scenario| {
+        let output = scenario.audit(&["--format", "json"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        report["coverage"]["warnings"].to_string()
+    };
+    let recorded = warnings(&Scenario::copy_of("airflow/out/airflow-3.3.2"));
+    assert!(
+        !recorded.contains("a try Airflow does not have"),
+        "{recorded}"
+    );
+    let unmapped = with_journal_sql(
+        "UPDATE export_journal SET map_index = -1 WHERE dag_id = 'onceonly_f_api_clear'",
+    );
+    let rows = unmapped.sqlite_number(
+        "journal.db",
+        "SELECT COUNT(*) FROM export_journal WHERE dag_id = 'onceonly_f_api_clear'",
+    );
+    assert!(rows > 1);
+    let said = warnings(&unmapped);
+    assert!(
+        said.contains(&format!(
+            "journal: {rows} rows of the audited runs name a try Airflow does not have (the first: onceonly_f_api_clear.export in run "
+        )),
+        "{said}"
+    );
+    assert!(said.contains("map_index -1, try 1)"), "{said}");
+}

@@ -78,6 +78,14 @@ impl Scenario {
             .expect("run the SQL");
     }
 
+    /// The one integer a query of one of the scenario's SQLite databases gives.
+    pub fn sqlite_number(&self, file: &str, sql: &str) -> i64 {
+        let (runtime, mut db) = self.database(file);
+        runtime
+            .block_on(sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_one(&mut db))
+            .expect("run the query")
+    }
+
     /// Stores a table's rows of one of the scenario's SQLite databases in reverse, so that a
     /// reader that asks for no order gets them last first. A table whose rows are numbered by
     /// an integer `id` (its row id) gets the ids negated, and other tables' references to them
@@ -87,13 +95,7 @@ impl Scenario {
             "SELECT COUNT(*) FROM pragma_table_info('{table}')
              WHERE pk = 1 AND name = 'id' AND upper(type) = 'INTEGER'"
         );
-        let numbered: i64 = {
-            let (runtime, mut db) = self.database(file);
-            runtime
-                .block_on(sqlx::query_scalar(sqlx::AssertSqlSafe(numbered)).fetch_one(&mut db))
-                .expect("read the table's columns")
-        };
-        let sql = if numbered == 1 {
+        let sql = if self.sqlite_number(file, &numbered) == 1 {
             format!("PRAGMA foreign_keys = OFF; UPDATE {table} SET id = -id;")
         } else {
             format!(

@@ -172,3 +172,43 @@ pub fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Vec<S
         })
         .collect())
 }
+
+/// Journal rows of the audited runs that name a try Airflow does not have (their run, task, map
+/// index and try number match none of the run's tries): a journal that does not record
+/// Airflow's `map_index` for a mapped task, or its own try count. Their tries are judged
+/// without them, so one warning says how many there are and names the first.
+pub fn journal_rows_without_their_try(prepared: &Prepared) -> Result<Option<String>> {
+    let try_rows = prepared.journal_try_rows()?;
+    let without = try_rows.null_count();
+    let Some(first) = try_rows.iter().position(|row| row.is_none()) else {
+        return Ok(None);
+    };
+    let journal = &prepared.journal;
+    let text = |name: &str| -> Result<String> {
+        Ok(crate::cells::text_column(journal, name)?
+            .get(first)
+            .unwrap_or_default()
+            .to_string())
+    };
+    let int = |name: &str| -> Result<String> {
+        Ok(crate::cells::int_column(journal, name)?
+            .get(first)
+            .map_or_else(|| "NULL".to_string(), |value| value.to_string()))
+    };
+    Ok(Some(format!(
+        "journal: {without} row{} of the audited runs name{} a try Airflow does not have (the first: {}.{} in run {}, map_index {}, try {}); {} judged without {}: check that the journal records Airflow's try_number and map_index",
+        if without == 1 { "" } else { "s" },
+        if without == 1 { "s" } else { "" },
+        text("dag_id")?,
+        text("task_id")?,
+        text("run_id")?,
+        int("map_index")?,
+        int("try_number")?,
+        if without == 1 {
+            "its try is"
+        } else {
+            "their tries are"
+        },
+        if without == 1 { "it" } else { "them" },
+    )))
+}

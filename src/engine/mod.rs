@@ -222,6 +222,7 @@ fn audit_with(
         .collect();
     let mut warnings = tables.warnings.clone();
     warnings.extend(check::shadowed_operations(config, &prepared)?);
+    warnings.extend(check::journal_rows_without_their_try(&prepared)?);
     // The tables as read are not needed past this point: what the prepared frames do not share
     // with them (the objects' raw JSON; the rows a scoped audit cut away) goes, with what
     // preparing freed, before the rules and the verdicts allocate on threads of their own.

@@ -60,8 +60,11 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
             interval: journal.interval[first].clone(),
             op_key: None,
             message: format!(
-                "{} tries of one interval used {} different keys ({}); the key contains {part}",
-                evidence.tries.len(),
+                "{} of one interval used {} different keys ({}); the key contains {part}",
+                match evidence.tries.len() {
+                    1 => "1 try".to_string(),
+                    tries => format!("{tries} tries"),
+                },
                 evidence.keys.len(),
                 evidence.keys.join(", ")
             ),
