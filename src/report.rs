@@ -7,7 +7,7 @@ pub mod ttl_risk;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::rules::{Finding, Severity};
 
@@ -147,5 +147,104 @@ impl Report {
             persisting,
             resolved,
         });
+    }
+}
+
+/// What an audit notices of its configuration and its journal beyond the sources' own
+/// warnings, kept as counts and the least example of each, so that the parts of a partitioned
+/// audit add up to what the one audit says (`partition::merge`); [`Noticed::warnings`] makes
+/// the report's texts from it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Noticed {
+    /// Per `[[operation]]` (its place in the config) that earlier ones shadow: a task that
+    /// several operations match is audited under the first, in the config's order.
+    pub shadowed: BTreeMap<usize, Shadowed>,
+    /// Journal rows of the audited runs that name a try Airflow does not have (their run, task,
+    /// map index and try number match none of the run's tries): a journal that does not record
+    /// Airflow's `map_index` for a mapped task, or counts tries its own way.
+    pub without_their_try: Option<WithoutTheirTry>,
+}
+
+/// A later operation's tasks that an earlier one takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shadowed {
+    pub name: String,
+    pub dag_id: String,
+    pub task_id: String,
+    /// How many audited tasks (a DAG's task) it gives up.
+    pub tasks: usize,
+    /// The least of them, `(dag_id, task_id)`, and the operation that takes it.
+    pub least: (String, String),
+    pub taken_by: String,
+}
+
+/// Journal rows without a try of their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WithoutTheirTry {
+    pub rows: usize,
+    /// The least of them: DAG, task, run, map index, try number.
+    pub least: (String, String, String, Option<i64>, Option<i64>),
+}
+
+impl Noticed {
+    /// What `self` and `other`, noticed by audits of disjoint parts, say together.
+    pub fn add(&mut self, other: Noticed) {
+        for (index, theirs) in other.shadowed {
+            match self.shadowed.get_mut(&index) {
+                None => {
+                    self.shadowed.insert(index, theirs);
+                }
+                Some(ours) => {
+                    ours.tasks += theirs.tasks;
+                    if theirs.least < ours.least {
+                        (ours.least, ours.taken_by) = (theirs.least, theirs.taken_by);
+                    }
+                }
+            }
+        }
+        self.without_their_try = match (self.without_their_try.take(), other.without_their_try) {
+            (Some(ours), Some(theirs)) => Some(WithoutTheirTry {
+                rows: ours.rows + theirs.rows,
+                least: ours.least.min(theirs.least),
+            }),
+            (ours, theirs) => ours.or(theirs),
+        };
+    }
+
+    /// The report's warnings: one per shadowed operation, one for the journal's rows without
+    /// their try.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = self
+            .shadowed
+            .values()
+            .map(|shadowed| {
+                let (dag, task) = &shadowed.least;
+                format!(
+                    "[[operation]] `{}` (dag_id `{}`, task_id `{}`) matches {} task{} that an earlier operation matches first (e.g. {dag}.{task}, audited under `{}`); a task is audited under the first operation that matches it",
+                    shadowed.name,
+                    shadowed.dag_id,
+                    shadowed.task_id,
+                    shadowed.tasks,
+                    if shadowed.tasks == 1 { "" } else { "s" },
+                    shadowed.taken_by
+                )
+            })
+            .collect();
+        if let Some(without) = &self.without_their_try {
+            let (dag, task, run, map_index, try_number) = &without.least;
+            let shown = |value: &Option<i64>| value.map_or("NULL".to_string(), |v| v.to_string());
+            let one = without.rows == 1;
+            warnings.push(format!(
+                "journal: {} row{} of the audited runs name{} a try Airflow does not have (e.g. {dag}.{task} in run {run}, map_index {}, try {}); {} judged without {}: check that the journal records Airflow's try_number and map_index",
+                without.rows,
+                if one { "" } else { "s" },
+                if one { "s" } else { "" },
+                shown(map_index),
+                shown(try_number),
+                if one { "its try is" } else { "their tries are" },
+                if one { "it" } else { "them" },
+            ));
+        }
+        warnings
     }
 }

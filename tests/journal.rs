@@ -237,7 +237,7 @@ fn rows_that_name_no_try_of_airflow_are_counted_in_a_warning() {
     let said = warnings(&unmapped);
     assert!(
         said.contains(&format!(
-            "journal: {rows} rows of the audited runs name a try Airflow does not have (the first: onceonly_f_api_clear.export in run "
+            "journal: {rows} rows of the audited runs name a try Airflow does not have (e.g. onceonly_f_api_clear.export in run "
         )),
         "{said}"
     );

@@ -245,6 +245,39 @@ fn merged_partitions_equal_the_one_audit_read_from_the_sources_in_a_window() {
     );
 }
 
+/// What an audit notices beyond the sources' warnings adds up over the parts: an operation that
+/// earlier ones shadow (a glob after the DAGs' own operations) and journal rows that name a try
+/// Airflow does not have, in DAGs of several parts. The merged report says what the one audit
+/// says, both warnings included.
+#[test]
+fn what_the_parts_notice_adds_up_to_what_the_one_audit_notices() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("noticed");
+    let scenario = work.join("scenario");
+    let config = synth(&scenario, 4, &[]);
+    let glob = format!(
+        "{}\n[[operation]]\nname = \"every_export\"\ndag_id = \"synth_*\"\ntask_id = \"export\"\n",
+        text(Path::new(&config))
+    );
+    std::fs::write(&config, glob).unwrap();
+    crate::scenario::change_sqlite(
+        &scenario.join("journal.db"),
+        "UPDATE export_journal SET map_index = 7 WHERE rowid % 97 = 0",
+    );
+    let one = run(&["audit", "--config", &config, "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    let warnings = report["coverage"]["warnings"].to_string();
+    assert!(
+        warnings.contains("[[operation]] `every_export`"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("a try Airflow does not have"),
+        "{warnings}"
+    );
+    check_identity(&work, &[], &config, &[2, 7], false);
+}
+
 /// Rewrites a synth snapshot so that `from`'s keys become `to`'s: two DAGs that share keys
 /// (K003), whose rows and objects must audit together.
 fn share_keys(snapshot: &Path, out: &Path, from: &str, to: &str) {

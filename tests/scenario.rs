@@ -56,26 +56,13 @@ impl Scenario {
         self.write(name, &text.replacen(from, to, 1));
     }
 
-    /// One of the scenario's SQLite databases, opened, with a runtime to run its queries on.
     fn database(&self, file: &str) -> (tokio::runtime::Runtime, sqlx::SqliteConnection) {
-        use sqlx::Connection;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let url = format!("sqlite://{}", self.path(file).display());
-        let db = runtime
-            .block_on(sqlx::SqliteConnection::connect(&url))
-            .expect("open the database");
-        (runtime, db)
+        database(&self.path(file))
     }
 
     /// Changes one of the scenario's SQLite databases with SQL.
     pub fn sqlite(&self, file: &str, sql: &str) {
-        let (runtime, mut db) = self.database(file);
-        runtime
-            .block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string())).execute(&mut db))
-            .expect("run the SQL");
+        change_sqlite(&self.path(file), sql);
     }
 
     /// The one integer a query of one of the scenario's SQLite databases gives.
@@ -115,6 +102,28 @@ impl Scenario {
         all.extend_from_slice(args);
         onceonly(&all)
     }
+}
+
+/// A SQLite database, opened, with a runtime to run its queries on.
+fn database(path: &Path) -> (tokio::runtime::Runtime, sqlx::SqliteConnection) {
+    use sqlx::Connection;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = format!("sqlite://{}", path.display());
+    let db = runtime
+        .block_on(sqlx::SqliteConnection::connect(&url))
+        .expect("open the database");
+    (runtime, db)
+}
+
+/// Changes a SQLite database with SQL.
+pub fn change_sqlite(path: &Path, sql: &str) {
+    let (runtime, mut db) = database(path);
+    runtime
+        .block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string())).execute(&mut db))
+        .expect("run the SQL");
 }
 
 /// `onceonly synth` into a temporary folder: the folder (kept while the first value lives) and

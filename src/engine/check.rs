@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use polars::prelude::DataFrame;
+use polars::prelude::{DataFrame, StringChunked};
 
 use crate::config::Config;
 use crate::error::Result;
 use crate::prepare::Prepared;
-use crate::report::SkippedRule;
+use crate::report::{Noticed, Shadowed, SkippedRule, WithoutTheirTry};
 use crate::rules::{self, Finding};
 
 use super::scope::AuditOptions;
@@ -114,11 +114,17 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
     Ok((prepared.codes.runs + uncoded.len(), counts))
 }
 
-/// Where a task matches more than one `[[operation]]`, it is audited under the first that
-/// matches it, in the config's order; a later operation it also matches audits nothing of it.
-/// One warning per such later operation, naming how many of the audited tasks it gives up and
-/// which operation took the first of them, so an overlap of globs is not silent.
-pub fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Vec<String>> {
+/// What the audit notices beyond the sources' warnings (`report::Noticed`).
+pub fn noticed(config: &Config, prepared: &Prepared) -> Result<Noticed> {
+    Ok(Noticed {
+        shadowed: shadowed_operations(config, prepared)?,
+        without_their_try: journal_rows_without_their_try(prepared)?,
+    })
+}
+
+/// Per later operation, the audited tasks that an earlier one takes (`Noticed::shadowed`):
+/// each DAG task of the tries is looked at once.
+fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<BTreeMap<usize, Shadowed>> {
     let tries = &prepared.tries;
     let pipelines = crate::cells::one_chunk(crate::cells::code_column(
         tries,
@@ -129,8 +135,7 @@ pub fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Vec<S
         crate::cells::text_column(tries, "task_id")?,
     );
     let mut seen: Vec<bool> = Vec::new();
-    // Per later operation: the tasks it gives up, and the first of them with its operation.
-    let mut shadowed: BTreeMap<usize, (usize, String)> = BTreeMap::new();
+    let mut shadowed: BTreeMap<usize, Shadowed> = BTreeMap::new();
     for (row, pipeline) in pipelines.iter().enumerate() {
         let Some(pipeline) = pipeline else { continue };
         let pipeline = pipeline as usize;
@@ -151,64 +156,52 @@ pub fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Vec<S
         let Some((_, first)) = matching.next() else {
             continue;
         };
-        for (index, _) in matching {
-            let entry = shadowed
-                .entry(index)
-                .or_insert_with(|| (0, format!("{dag}.{task}, audited under `{}`", first.name)));
-            entry.0 += 1;
+        let least = (dag.to_string(), task.to_string());
+        for (index, operation) in matching {
+            let entry = shadowed.entry(index).or_insert_with(|| Shadowed {
+                name: operation.name.clone(),
+                dag_id: operation.dag_id.clone(),
+                task_id: operation.task_id.clone(),
+                tasks: 0,
+                least: least.clone(),
+                taken_by: first.name.clone(),
+            });
+            entry.tasks += 1;
+            if least < entry.least {
+                (entry.least, entry.taken_by) = (least.clone(), first.name.clone());
+            }
         }
     }
-    Ok(shadowed
-        .into_iter()
-        .map(|(index, (count, example))| {
-            let operation = &config.operations[index];
-            format!(
-                "[[operation]] `{}` (dag_id `{}`, task_id `{}`) matches {count} task{} that an earlier operation matches first ({example}); a task is audited under the first operation that matches it",
-                operation.name,
-                operation.dag_id,
-                operation.task_id,
-                if count == 1 { "" } else { "s" }
-            )
-        })
-        .collect())
+    Ok(shadowed)
 }
 
-/// Journal rows of the audited runs that name a try Airflow does not have (their run, task, map
-/// index and try number match none of the run's tries): a journal that does not record
-/// Airflow's `map_index` for a mapped task, or its own try count. Their tries are judged
-/// without them, so one warning says how many there are and names the first.
-pub fn journal_rows_without_their_try(prepared: &Prepared) -> Result<Option<String>> {
+/// The journal's rows without a try of their own (`Noticed::without_their_try`).
+fn journal_rows_without_their_try(prepared: &Prepared) -> Result<Option<WithoutTheirTry>> {
     let try_rows = prepared.journal_try_rows()?;
-    let without = try_rows.null_count();
-    let Some(first) = try_rows.iter().position(|row| row.is_none()) else {
+    let rows = try_rows.null_count();
+    if rows == 0 {
+        return Ok(None);
+    }
+    let journal = &prepared.journal;
+    let text = |name: &str| crate::cells::text_column(journal, name);
+    let int = |name: &str| crate::cells::int_column(journal, name);
+    let (dags, tasks, runs) = (text("dag_id")?, text("task_id")?, text("run_id")?);
+    let (maps, numbers) = (int("map_index")?, int("try_number")?);
+    let Some(least) = (0..journal.height())
+        .filter(|&row| try_rows.get(row).is_none())
+        .map(|row| {
+            let text = |column: &StringChunked| column.get(row).unwrap_or_default().to_string();
+            (
+                text(&dags),
+                text(&tasks),
+                text(&runs),
+                maps.get(row),
+                numbers.get(row),
+            )
+        })
+        .min()
+    else {
         return Ok(None);
     };
-    let journal = &prepared.journal;
-    let text = |name: &str| -> Result<String> {
-        Ok(crate::cells::text_column(journal, name)?
-            .get(first)
-            .unwrap_or_default()
-            .to_string())
-    };
-    let int = |name: &str| -> Result<String> {
-        Ok(crate::cells::int_column(journal, name)?
-            .get(first)
-            .map_or_else(|| "NULL".to_string(), |value| value.to_string()))
-    };
-    Ok(Some(format!(
-        "journal: {without} row{} of the audited runs name{} a try Airflow does not have (the first: {}.{} in run {}, map_index {}, try {}); {} judged without {}: check that the journal records Airflow's try_number and map_index",
-        if without == 1 { "" } else { "s" },
-        if without == 1 { "s" } else { "" },
-        text("dag_id")?,
-        text("task_id")?,
-        text("run_id")?,
-        int("map_index")?,
-        int("try_number")?,
-        if without == 1 {
-            "its try is"
-        } else {
-            "their tries are"
-        },
-        if without == 1 { "it" } else { "them" },
-    )))
+    Ok(Some(WithoutTheirTry { rows, least }))
 }

@@ -220,9 +220,9 @@ fn audit_with(
             },
         })
         .collect();
+    let noticed = check::noticed(config, &prepared)?;
     let mut warnings = tables.warnings.clone();
-    warnings.extend(check::shadowed_operations(config, &prepared)?);
-    warnings.extend(check::journal_rows_without_their_try(&prepared)?);
+    warnings.extend(noticed.warnings());
     // The tables as read are not needed past this point: what the prepared frames do not share
     // with them (the objects' raw JSON; the rows a scoped audit cut away) goes, with what
     // preparing freed, before the rules and the verdicts allocate on threads of their own.
@@ -264,7 +264,14 @@ fn audit_with(
         report.compare(&path.display().to_string(), earlier_findings(path)?);
     }
     if let Some(out) = &options.partition_out {
-        partition::write(out, &options.rules, &report, &checked.verdicts, &prepared)?;
+        partition::write(
+            out,
+            &options.rules,
+            &report,
+            &checked.verdicts,
+            &prepared,
+            &noticed,
+        )?;
     }
     Ok(Audit {
         report,

@@ -9,7 +9,7 @@ use polars::prelude::DataFrame;
 use crate::error::Result;
 use crate::partition::PartManifest;
 use crate::prepare::Prepared;
-use crate::report::Report;
+use crate::report::{Noticed, Report};
 
 /// Where a part's result goes, and the part (its `partition.json`, from `onceonly split`).
 #[derive(Debug, Clone)]
@@ -18,16 +18,20 @@ pub struct PartitionOut {
     pub part: PartManifest,
 }
 
-/// Writes the part's result: its report, verdicts and the rows its findings name.
+/// Writes the part's result: its report, verdicts, the rows its findings name and what it
+/// noticed beyond the sources' warnings.
 pub fn write(
     out: &PartitionOut,
     rules: &[String],
     report: &Report,
     verdicts: &DataFrame,
     prepared: &Prepared,
+    noticed: &Noticed,
 ) -> Result<()> {
     let started = std::time::Instant::now();
-    crate::partition::merge::write(&out.dir, &out.part, rules, report, verdicts, prepared)?;
+    crate::partition::merge::write(
+        &out.dir, &out.part, rules, report, verdicts, prepared, noticed,
+    )?;
     crate::timing::phase("partition out", started);
     Ok(())
 }

@@ -19,7 +19,7 @@ use super::{PartManifest, SplitInfo};
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::Table;
 use crate::prepare::Prepared;
-use crate::report::{Coverage, Report, SkippedRule, SourceCoverage, Summary};
+use crate::report::{Coverage, Noticed, Report, SkippedRule, SourceCoverage, Summary};
 use crate::rules::{Evidence, Finding, Severity, repair};
 
 pub const RESULT_FILE: &str = "partition.json";
@@ -40,6 +40,11 @@ struct PartitionResult {
     /// Per finding of `report`, in its order: what its rule's repair needs beyond the report
     /// (`Rule::repair_input_text`), where the rule keeps something.
     repair_inputs: Vec<Option<String>>,
+    /// What the part's audit noticed beyond the sources' warnings (its report's coverage
+    /// warnings made from it), which the merge adds up over the parts. Absent from results
+    /// written before it was: nothing noticed.
+    #[serde(default)]
+    noticed: Noticed,
 }
 
 /// Writes what the merge needs of one partition's audit into `dir`.
@@ -50,6 +55,7 @@ pub fn write(
     report: &Report,
     verdicts: &DataFrame,
     prepared: &Prepared,
+    noticed: &Noticed,
 ) -> Result<()> {
     let shown = dir.display().to_string();
     std::fs::create_dir_all(dir).map_err(|err| Error::io(&shown, err))?;
@@ -99,6 +105,7 @@ pub fn write(
                 crate::rules::by_code(finding.code).and_then(|rule| rule.repair_input_text(finding))
             })
             .collect(),
+        noticed: noticed.clone(),
     };
     let mut text = serde_json::to_string(&result).expect("a partition result always serializes");
     text.push('\n');
@@ -262,8 +269,11 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     let mut audited = [0usize; 3];
     let mut verdicts = Vec::new();
     let (mut objects, mut journal) = (Vec::new(), Vec::new());
-    // The whole audit's coverage is the first part's, with the counts of all.
+    // The whole audit's coverage is the first part's, with the counts of all and what all
+    // noticed.
     let mut first_coverage = Value::Null;
+    let mut first_noticed = Noticed::default();
+    let mut noticed = Noticed::default();
     for loaded in &parts {
         let shown = loaded.dir.join(RESULT_FILE).display().to_string();
         let result: PartitionResult = read_result(&loaded.dir)?;
@@ -307,7 +317,9 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
         let coverage = &report["coverage"];
         if first_coverage.is_null() {
             first_coverage = coverage.clone();
+            first_noticed = result.noticed.clone();
         }
+        noticed.add(result.noticed.clone());
         add_counts(&mut basis, &coverage["interval_basis"])
             .ok_or_else(|| bad("coverage.interval_basis"))?;
         runs += coverage["runs"]
@@ -340,12 +352,19 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     crate::rules::sort_findings(&mut findings);
     let first = &first_coverage;
     let shown = parts[0].dir.join(RESULT_FILE).display().to_string();
-    let coverage = coverage(first, &split, audited, basis, runs, tries).ok_or_else(|| {
+    let mut coverage = coverage(first, &split, audited, basis, runs, tries).ok_or_else(|| {
         Error::input(
             Location::source(&shown),
             "the report's coverage is not as `audit` writes it",
         )
     })?;
+    // The first part's warnings are the sources' (the same in every part), then what it
+    // noticed: those are replaced by what all parts noticed.
+    let its_own = first_noticed.warnings();
+    coverage
+        .warnings
+        .retain(|warning| !its_own.contains(warning));
+    coverage.warnings.extend(noticed.warnings());
     let summary = Summary::new(&findings, verdict_counts);
     let verdicts = concat(verdicts)?;
     let plan_rows = if plan {
