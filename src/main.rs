@@ -343,6 +343,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                 at,
                 reprocess_behavior: Some(backfill.reprocess_behavior),
                 backfill_id: Some(id),
+                left_alone: backfill.left_alone,
             }
         }
         None => {
@@ -360,6 +361,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                 at,
                 reprocess_behavior: None,
                 backfill_id: None,
+                left_alone: Default::default(),
             }
         }
     };

@@ -168,8 +168,7 @@ fn the_trace_of_each_dags_intervals() {
 }
 
 /// The unstable-key DAG's interval whose intents tie: the key a re-run would send is the
-/// retry's, the one with the higher try number. The planned backfill re-runs failed intervals
-/// only, which reads each interval's latest state.
+/// retry's, the one with the higher try number. The planned backfill's report is compared too.
 #[test]
 fn ttl_risk() {
     let version = "airflow-3.3.2";

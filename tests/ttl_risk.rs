@@ -162,7 +162,7 @@ fn nothing_created_is_safe_unstable_keys_are_at_risk_and_no_ttl_is_unknown() {
     assert!(classes(&report).contains_key(&first.replace("[-1]", "[1]")));
 }
 
-fn with_backfill(sql: Option<&'static str>) -> Scenario {
+fn with_backfill(sql: Option<&str>) -> Scenario {
     let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
     std::fs::copy(
         crate::scenario::fixtures().join("airflow/out/airflow-3.3.2-backfill/airflow.db"),
@@ -194,19 +194,46 @@ fn a_planned_airflow_backfill_is_read_from_the_metadata_database() {
     );
     assert_eq!(report["summary"]["at-risk"], 1);
 
-    // A backfill that re-runs nothing existing cannot duplicate anything.
+    // A backfill that re-runs nothing existing cannot duplicate anything: Airflow records, for
+    // each logical date that has a run, that it leaves it alone.
     let none = with_backfill(Some(
-        "UPDATE backfill SET reprocess_behavior = 'none' WHERE id = 1",
+        "UPDATE backfill SET reprocess_behavior = 'none' WHERE id = 1;
+         UPDATE backfill_dag_run SET dag_run_id = NULL, exception_reason = 'already exists'
+         WHERE backfill_id = 1",
     ));
     let (code, report) = risk(&none, &["--backfill-id", "1", "--at", &at]);
     assert_eq!(code, Some(0));
     assert_eq!(report["summary"]["safe"], 3);
-    assert!(
-        report["intervals"][0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("does not re-run")
-    );
+    let reason = report["intervals"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("does not re-run"), "{reason}");
+    assert!(reason.contains("`already exists`"), "{reason}");
+}
+
+/// What a backfill re-runs is what Airflow recorded when it planned it (`backfill_dag_run`), not
+/// what onceonly would guess: with `reprocess_behavior = "failed"` Airflow clears a run whose
+/// state is failed, and clearing a run re-runs every task of it, an export that succeeded
+/// included. Here the first day's run failed elsewhere (Airflow cleared it: it is re-run, and
+/// its key has expired: at risk) and the other days' runs succeeded (left alone: safe).
+#[test]
+fn a_backfill_re_runs_an_export_that_succeeded_in_a_run_that_failed() {
+    let [first, ..] = airflow_days(V3);
+    let failed = with_backfill(Some(&format!(
+        "UPDATE backfill SET reprocess_behavior = 'failed' WHERE id = 1;
+         UPDATE backfill_dag_run SET dag_run_id = NULL, exception_reason = 'already exists'
+         WHERE backfill_id = 1 AND logical_date NOT LIKE '{first}%'"
+    )));
+    let (_, at) = while_ds_second_key_lives();
+    let (code, report) = risk(&failed, &["--backfill-id", "1", "--at", &at]);
+    assert_eq!(code, Some(1), "{report:#}");
+    let intervals = report["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 3);
+    assert_eq!(intervals[0]["interval"], format!("{first}T00:00:00Z"));
+    assert_eq!(intervals[0]["rerun"], true);
+    assert_eq!(intervals[0]["class"], "at-risk", "{:#}", intervals[0]);
+    for later in &intervals[1..] {
+        assert_eq!(later["rerun"], false, "{later:#}");
+        assert_eq!(later["class"], "safe");
+    }
 }
 
 #[test]

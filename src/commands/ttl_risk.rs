@@ -33,6 +33,8 @@ pub struct TtlRiskOptions {
     /// A planned backfill's `reprocess_behavior`, when read from one.
     pub reprocess_behavior: Option<String>,
     pub backfill_id: Option<i64>,
+    /// With a backfill: what Airflow decided for each logical date (`Backfill::left_alone`).
+    pub left_alone: BTreeMap<i64, Option<String>>,
 }
 
 const CHECK_THEN_CREATE: &str = "skip it in the re-run (reprocess_behavior \"none\"), or check-then-create (look for a committed journal row before calling the provider), or export under a new key version with a new approval";
@@ -111,11 +113,14 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     for interval in &intervals {
         let key_id = id(interval.pipeline, interval.map_index, interval.iv_start);
         let operation = interval.operation.clone().unwrap_or_default();
-        let rerun = match options.reprocess_behavior.as_deref() {
-            None | Some("completed") => true,
-            Some("failed") => interval.latest_state.as_deref() != Some("success"),
-            Some(_) => false,
-        };
+        // Only where Airflow recorded that the backfill leaves the interval's logical date
+        // alone is it not re-run; a date it did not record is taken as re-run.
+        let left_alone = options
+            .reprocess_behavior
+            .as_ref()
+            .and(interval.iv_start)
+            .and_then(|at| options.left_alone.get(&at).cloned().flatten());
+        let rerun = left_alone.is_none();
         let journal = journal_by_interval.get(&key_id);
         let unstable = journal.is_some_and(|(_, count)| *count > 1);
         let key = interval
@@ -151,10 +156,10 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             .flatten()
             .filter(|(_, k, ..)| k.is_some() && *k == key)
             .min_by_key(|(id, _, created, _)| (*created, id.clone()));
-        if !rerun {
+        if let Some(why) = left_alone {
             risk.class = "safe";
             risk.reason = format!(
-                "the backfill does not re-run it (reprocess_behavior {})",
+                "the backfill does not re-run it (reprocess_behavior {}; Airflow recorded `{why}` for its logical date)",
                 options.reprocess_behavior.as_deref().unwrap_or("")
             );
             risk.repair = "nothing to do".into();

@@ -53,10 +53,10 @@ pub struct TriedInterval {
     pub iv_start: Option<i64>,
     /// The interval as reports name it.
     pub label: Option<String>,
-    /// The key the operation's template gives (the first try's that gives one).
+    /// The key the operation's template gives (the first try's that gives one: by start, a
+    /// try that never started counting as earliest, then try number, then the tries' own
+    /// order).
     pub expected_key: Option<String>,
-    /// The state of its latest try.
-    pub latest_state: Option<String>,
 }
 
 /// The intent rows of a pipeline interval: the key of the latest and how many keys differ.
@@ -192,9 +192,7 @@ impl Audit {
     }
 
     /// The DAG's pipeline intervals starting from `from` to `to` (both included) that a try
-    /// ran, in order of start, operation, task and map index. An interval's latest state is
-    /// its last try's: by start (a try that never started counts as earliest), then try
-    /// number, then the tries' own order.
+    /// ran, in order of start, operation, task and map index.
     pub fn tried_intervals(&self, dag: &str, from: i64, to: i64) -> Result<Vec<TriedInterval>> {
         let intervals = self
             .prepared
@@ -210,7 +208,6 @@ impl Audit {
                 col("task_id").first(),
                 col("interval").first(),
                 col("expected_key").drop_nulls().first(),
-                col("state").last().alias("latest_state"),
             ])
             .sort(
                 ["iv_start", "operation", "task_id", "map_index", "iv_end"],
@@ -218,14 +215,13 @@ impl Audit {
             )
             .collect()
             .engine("ttl-risk: intervals")?;
-        let (pipelines, operations, maps, starts, labels, expected, states) = (
+        let (pipelines, operations, maps, starts, labels, expected) = (
             ints(&intervals, "pipeline")?,
             texts(&intervals, "operation")?,
             ints(&intervals, "map_index")?,
             ints(&intervals, "iv_start")?,
             texts(&intervals, "interval")?,
             texts(&intervals, "expected_key")?,
-            texts(&intervals, "latest_state")?,
         );
         Ok((0..intervals.height())
             .map(|row| TriedInterval {
@@ -235,7 +231,6 @@ impl Audit {
                 iv_start: starts[row],
                 label: labels[row].clone(),
                 expected_key: expected[row].clone(),
-                latest_state: states[row].clone(),
             })
             .collect())
     }

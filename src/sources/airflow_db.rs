@@ -920,6 +920,11 @@ pub struct Backfill {
     pub from: i64,
     pub to: i64,
     pub reprocess_behavior: String,
+    /// What Airflow decided for each logical date when it planned the backfill
+    /// (`backfill_dag_run`): None where it created or cleared the date's run, which then
+    /// re-runs every task of it, whatever state each ended in; the reason it gave where it
+    /// leaves the date alone (`already exists`, `in flight`).
+    pub left_alone: BTreeMap<i64, Option<String>>,
 }
 
 pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
@@ -989,5 +994,51 @@ pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
         from: time(1)?,
         to: time(2)?,
         reprocess_behavior: text(3)?,
+        left_alone: read_left_alone(database, id).await?,
     })
+}
+
+/// What the backfill decided for each logical date ([`Backfill::left_alone`]).
+async fn read_left_alone(database: &Database, id: i64) -> Result<BTreeMap<i64, Option<String>>> {
+    let sql = match database.dialect {
+        Dialect::Sqlite => include_str!("../../queries/airflow/3/sqlite/backfill_runs.sql"),
+        Dialect::Postgres => include_str!("../../queries/airflow/3/postgres/backfill_runs.sql"),
+        Dialect::Mysql => {
+            return Err(Error::input(
+                Location::source(&database.shown),
+                "reading backfills from MySQL is not supported yet",
+            ));
+        }
+    };
+    let names = ["logical_date", "exception_reason"];
+    let mut decided = BTreeMap::new();
+    let mut transaction = ReadTransaction::begin(database).await?;
+    transaction
+        .for_each_row(
+            "the backfill's runs",
+            sql,
+            &[Param::Int(id)],
+            &names,
+            |number, row| {
+                let at = |column: usize| {
+                    Location::source(&database.shown)
+                        .row(number)
+                        .column(format!("backfill_dag_run.{}", names[column]))
+                };
+                let logical_date = row
+                    .text(0)
+                    .map_err(|message| Error::input(at(0), message))?
+                    .and_then(|text| timestamp::parse(&text))
+                    .ok_or_else(|| Error::input(at(0), "not a timestamp"))?;
+                let reason = row
+                    .text(1)
+                    .map_err(|message| Error::input(at(1), message))?
+                    .map(Cow::into_owned);
+                decided.insert(logical_date, reason);
+                Ok(())
+            },
+        )
+        .await?;
+    transaction.finish().await?;
+    Ok(decided)
 }
