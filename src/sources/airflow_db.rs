@@ -927,17 +927,29 @@ pub struct Backfill {
     pub left_alone: BTreeMap<i64, Option<String>>,
 }
 
+/// A query of a planned backfill, in the database's dialect: `(sqlite, postgres)`.
+fn backfill_query(
+    database: &Database,
+    (sqlite, postgres): (&'static str, &'static str),
+) -> Result<&'static str> {
+    match database.dialect {
+        Dialect::Sqlite => Ok(sqlite),
+        Dialect::Postgres => Ok(postgres),
+        Dialect::Mysql => Err(Error::input(
+            Location::source(&database.shown),
+            "reading backfills from MySQL is not supported yet",
+        )),
+    }
+}
+
 pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
-    let sql = match database.dialect {
-        Dialect::Sqlite => include_str!("../../queries/airflow/3/sqlite/backfill.sql"),
-        Dialect::Postgres => include_str!("../../queries/airflow/3/postgres/backfill.sql"),
-        Dialect::Mysql => {
-            return Err(Error::input(
-                Location::source(&database.shown),
-                "reading backfills from MySQL is not supported yet",
-            ));
-        }
-    };
+    let sql = backfill_query(
+        database,
+        (
+            include_str!("../../queries/airflow/3/sqlite/backfill.sql"),
+            include_str!("../../queries/airflow/3/postgres/backfill.sql"),
+        ),
+    )?;
     let names = ["dag_id", "from_date", "to_date", "reprocess_behavior"];
     let mut cells: Option<Vec<Option<String>>> = None;
     let mut transaction = ReadTransaction::begin(database).await?;
@@ -1000,16 +1012,13 @@ pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
 
 /// What the backfill decided for each logical date ([`Backfill::left_alone`]).
 async fn read_left_alone(database: &Database, id: i64) -> Result<BTreeMap<i64, Option<String>>> {
-    let sql = match database.dialect {
-        Dialect::Sqlite => include_str!("../../queries/airflow/3/sqlite/backfill_runs.sql"),
-        Dialect::Postgres => include_str!("../../queries/airflow/3/postgres/backfill_runs.sql"),
-        Dialect::Mysql => {
-            return Err(Error::input(
-                Location::source(&database.shown),
-                "reading backfills from MySQL is not supported yet",
-            ));
-        }
-    };
+    let sql = backfill_query(
+        database,
+        (
+            include_str!("../../queries/airflow/3/sqlite/backfill_runs.sql"),
+            include_str!("../../queries/airflow/3/postgres/backfill_runs.sql"),
+        ),
+    )?;
     let names = ["logical_date", "exception_reason"];
     let mut decided = BTreeMap::new();
     let mut transaction = ReadTransaction::begin(database).await?;
