@@ -5,7 +5,7 @@
 pub mod trace;
 pub mod ttl_risk;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -159,6 +159,10 @@ pub struct Noticed {
     /// Per `[[operation]]` (its place in the config) that earlier ones shadow: a task that
     /// several operations match is audited under the first, in the config's order.
     pub shadowed: BTreeMap<usize, Shadowed>,
+    /// The operations (their places) that audit at least one task: a catch-all glob after
+    /// specific operations is shadowed on purpose, and warned of only if it audits nothing.
+    #[serde(default)]
+    pub auditing: BTreeSet<usize>,
     /// Journal rows of the audited runs that name a try Airflow does not have (their run, task,
     /// map index and try number match none of the run's tries): a journal that does not record
     /// Airflow's `map_index` for a mapped task, or counts tries its own way.
@@ -189,6 +193,7 @@ pub struct WithoutTheirTry {
 impl Noticed {
     /// What `self` and `other`, noticed by audits of disjoint parts, say together.
     pub fn add(&mut self, other: Noticed) {
+        self.auditing.extend(other.auditing);
         for (index, theirs) in other.shadowed {
             match self.shadowed.get_mut(&index) {
                 None => {
@@ -211,16 +216,17 @@ impl Noticed {
         };
     }
 
-    /// The report's warnings: one per shadowed operation, one for the journal's rows without
-    /// their try.
+    /// The report's warnings: one per operation that matches audited tasks but audits none of
+    /// them, one for the journal's rows without their try.
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings: Vec<String> = self
             .shadowed
-            .values()
-            .map(|shadowed| {
+            .iter()
+            .filter(|(index, _)| !self.auditing.contains(index))
+            .map(|(_, shadowed)| {
                 let (dag, task) = &shadowed.least;
                 format!(
-                    "[[operation]] `{}` (dag_id `{}`, task_id `{}`) matches {} task{} that an earlier operation matches first (e.g. {dag}.{task}, audited under `{}`); a task is audited under the first operation that matches it",
+                    "[[operation]] `{}` (dag_id `{}`, task_id `{}`) audits nothing: the {} task{} it matches an earlier operation matches first (e.g. {dag}.{task}, audited under `{}`); a task is audited under the first operation that matches it",
                     shadowed.name,
                     shadowed.dag_id,
                     shadowed.task_id,

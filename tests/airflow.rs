@@ -921,37 +921,44 @@ fn committed_expectations_are_what_the_generator_derives_today() {
     );
 }
 
-/// A task that two `[[operation]]`s match is audited under the first, in the config's order;
-/// the later one audits none of it, and a warning says so rather than letting the overlap of
-/// globs pass silently. The findings are those of the config without the later operation.
+/// A task that two `[[operation]]`s match is audited under the first, in the config's order.
+/// An operation that audits nothing because earlier ones take every task it matches is named in
+/// a warning, rather than letting the overlap of globs pass silently; the findings are those of
+/// the config without it. A catch-all glob after specific operations that still audits a task
+/// of its own is shadowed on purpose, and not warned of.
 #[test]
 fn an_operation_that_earlier_ones_shadow_is_named_in_a_warning() {
     let version = "airflow-3.3.2";
     let alone = report(version, &[]);
-    let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
-    let config = scenario.read("onceonly.toml");
+    let catch_all =
+        "\n[[operation]]\nname = \"every_export\"\ndag_id = \"onceonly_*\"\ntask_id = \"export\"\n";
+    let warnings_of = |config: &str| {
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        scenario.write("onceonly.toml", config);
+        let output = scenario.audit(&["--format", "json"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let warnings: Vec<String> = report["coverage"]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|warning| warning.as_str())
+            .filter(|warning| warning.contains("every_export"))
+            .map(str::to_string)
+            .collect();
+        (report, warnings)
+    };
+    let config = std::fs::read_to_string(
+        crate::scenario::fixtures().join(format!("airflow/out/{version}/onceonly.toml")),
+    )
+    .unwrap();
     let operations = config.matches("\n[[operation]]").count();
-    scenario.write(
-        "onceonly.toml",
-        &format!(
-            "{config}\n[[operation]]\nname = \"every_export\"\ndag_id = \"onceonly_*\"\ntask_id = \"export\"\n"
-        ),
-    );
-    let output = scenario.audit(&["--format", "json"]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let shadowed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (shadowed, warnings) = warnings_of(&format!("{config}{catch_all}"));
     assert_eq!(shadowed["findings"], alone["findings"]);
-    let warnings: Vec<&str> = shadowed["coverage"]["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|warning| warning.as_str())
-        .filter(|warning| warning.contains("every_export"))
-        .collect();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0].contains(&format!(
-            "[[operation]] `every_export` (dag_id `onceonly_*`, task_id `export`) matches {operations} tasks that an earlier operation matches first"
+            "[[operation]] `every_export` (dag_id `onceonly_*`, task_id `export`) audits nothing: the {operations} tasks it matches an earlier operation matches first"
         )),
         "{}",
         warnings[0]
@@ -961,4 +968,9 @@ fn an_operation_that_earlier_ones_shadow_is_named_in_a_warning() {
             .to_string()
             .contains("every_export")
     );
+
+    // Without the last DAG's own operation, the catch-all audits that DAG: no warning.
+    let last = config.rfind("\n[[operation]]").unwrap();
+    let (_, warnings) = warnings_of(&format!("{}{catch_all}", &config[..last]));
+    assert!(warnings.is_empty(), "{warnings:?}");
 }

@@ -1,7 +1,7 @@
 //! Stage 4, rules and verdicts: the selected rules' findings, and a verdict for every try,
 //! worked out side by side from the prepared frames.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use polars::prelude::{DataFrame, StringChunked};
 
@@ -116,15 +116,21 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
 
 /// What the audit notices beyond the sources' warnings (`report::Noticed`).
 pub fn noticed(config: &Config, prepared: &Prepared) -> Result<Noticed> {
+    let (shadowed, auditing) = shadowed_operations(config, prepared)?;
     Ok(Noticed {
-        shadowed: shadowed_operations(config, prepared)?,
+        shadowed,
+        auditing,
         without_their_try: journal_rows_without_their_try(prepared)?,
     })
 }
 
-/// Per later operation, the audited tasks that an earlier one takes (`Noticed::shadowed`):
-/// each DAG task of the tries is looked at once.
-fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<BTreeMap<usize, Shadowed>> {
+/// Per later operation, the audited tasks that an earlier one takes (`Noticed::shadowed`), and
+/// the operations that take at least one (`Noticed::auditing`): each DAG task of the tries is
+/// looked at once.
+fn shadowed_operations(
+    config: &Config,
+    prepared: &Prepared,
+) -> Result<(BTreeMap<usize, Shadowed>, BTreeSet<usize>)> {
     let tries = &prepared.tries;
     let pipelines = crate::cells::one_chunk(crate::cells::code_column(
         tries,
@@ -136,6 +142,7 @@ fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<BTreeMap<
     );
     let mut seen: Vec<bool> = Vec::new();
     let mut shadowed: BTreeMap<usize, Shadowed> = BTreeMap::new();
+    let mut auditing = BTreeSet::new();
     for (row, pipeline) in pipelines.iter().enumerate() {
         let Some(pipeline) = pipeline else { continue };
         let pipeline = pipeline as usize;
@@ -153,9 +160,10 @@ fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<BTreeMap<
             .iter()
             .enumerate()
             .filter(|(_, operation)| operation.matches(dag, task));
-        let Some((_, first)) = matching.next() else {
+        let Some((first_index, first)) = matching.next() else {
             continue;
         };
+        auditing.insert(first_index);
         let least = (dag.to_string(), task.to_string());
         for (index, operation) in matching {
             let entry = shadowed.entry(index).or_insert_with(|| Shadowed {
@@ -172,7 +180,7 @@ fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<BTreeMap<
             }
         }
     }
-    Ok(shadowed)
+    Ok((shadowed, auditing))
 }
 
 /// The journal's rows without a try of their own (`Noticed::without_their_try`).
