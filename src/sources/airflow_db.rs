@@ -977,6 +977,9 @@ pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
             },
         )
         .await?;
+    // What Airflow decided for each date is read in the same transaction as the backfill, so
+    // both are of one instant while the scheduler works through it.
+    let left_alone = read_left_alone(&mut transaction, id).await?;
     transaction.finish().await?;
     let cells = cells.ok_or_else(|| {
         Error::input(
@@ -1006,12 +1009,16 @@ pub async fn read_backfill(database: &Database, id: i64) -> Result<Backfill> {
         from: time(1)?,
         to: time(2)?,
         reprocess_behavior: text(3)?,
-        left_alone: read_left_alone(database, id).await?,
+        left_alone,
     })
 }
 
 /// What the backfill decided for each logical date ([`Backfill::left_alone`]).
-async fn read_left_alone(database: &Database, id: i64) -> Result<BTreeMap<i64, Option<String>>> {
+async fn read_left_alone(
+    transaction: &mut ReadTransaction<'_>,
+    id: i64,
+) -> Result<BTreeMap<i64, Option<String>>> {
+    let database = transaction.database;
     let sql = backfill_query(
         database,
         (
@@ -1021,7 +1028,6 @@ async fn read_left_alone(database: &Database, id: i64) -> Result<BTreeMap<i64, O
     )?;
     let names = ["logical_date", "exception_reason"];
     let mut decided = BTreeMap::new();
-    let mut transaction = ReadTransaction::begin(database).await?;
     transaction
         .for_each_row(
             "the backfill's runs",
@@ -1048,6 +1054,5 @@ async fn read_left_alone(database: &Database, id: i64) -> Result<BTreeMap<i64, O
             },
         )
         .await?;
-    transaction.finish().await?;
     Ok(decided)
 }
