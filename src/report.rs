@@ -191,7 +191,8 @@ pub struct WithoutTheirTry {
 }
 
 impl Noticed {
-    /// What `self` and `other`, noticed by audits of disjoint parts, say together.
+    /// What `self` and `other`, noticed by audits of disjoint parts (or of single tasks, as the
+    /// audit counts them), say together.
     pub fn add(&mut self, other: Noticed) {
         self.auditing.extend(other.auditing);
         for (index, theirs) in other.shadowed {

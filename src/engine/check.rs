@@ -116,21 +116,15 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
 
 /// What the audit notices beyond the sources' warnings (`report::Noticed`).
 pub fn noticed(config: &Config, prepared: &Prepared) -> Result<Noticed> {
-    let (shadowed, auditing) = shadowed_operations(config, prepared)?;
-    Ok(Noticed {
-        shadowed,
-        auditing,
-        without_their_try: journal_rows_without_their_try(prepared)?,
-    })
+    let mut noticed = shadowed_operations(config, prepared)?;
+    noticed.without_their_try = journal_rows_without_their_try(prepared)?;
+    Ok(noticed)
 }
 
 /// Per later operation, the audited tasks that an earlier one takes (`Noticed::shadowed`), and
 /// the operations that take at least one (`Noticed::auditing`): each DAG task of the tries is
-/// looked at once.
-fn shadowed_operations(
-    config: &Config,
-    prepared: &Prepared,
-) -> Result<(BTreeMap<usize, Shadowed>, BTreeSet<usize>)> {
+/// looked at once, and counted as a part's would be (`Noticed::add`).
+fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Noticed> {
     let tries = &prepared.tries;
     let pipelines = crate::cells::one_chunk(crate::cells::code_column(
         tries,
@@ -141,8 +135,7 @@ fn shadowed_operations(
         crate::cells::text_column(tries, "task_id")?,
     );
     let mut seen: Vec<bool> = Vec::new();
-    let mut shadowed: BTreeMap<usize, Shadowed> = BTreeMap::new();
-    let mut auditing = BTreeSet::new();
+    let mut noticed = Noticed::default();
     for (row, pipeline) in pipelines.iter().enumerate() {
         let Some(pipeline) = pipeline else { continue };
         let pipeline = pipeline as usize;
@@ -163,24 +156,24 @@ fn shadowed_operations(
         let Some((first_index, first)) = matching.next() else {
             continue;
         };
-        auditing.insert(first_index);
-        let least = (dag.to_string(), task.to_string());
-        for (index, operation) in matching {
-            let entry = shadowed.entry(index).or_insert_with(|| Shadowed {
+        let shadowed = matching.map(|(index, operation)| {
+            let this_task = Shadowed {
                 name: operation.name.clone(),
                 dag_id: operation.dag_id.clone(),
                 task_id: operation.task_id.clone(),
-                tasks: 0,
-                least: least.clone(),
+                tasks: 1,
+                least: (dag.to_string(), task.to_string()),
                 taken_by: first.name.clone(),
-            });
-            entry.tasks += 1;
-            if least < entry.least {
-                (entry.least, entry.taken_by) = (least.clone(), first.name.clone());
-            }
-        }
+            };
+            (index, this_task)
+        });
+        noticed.add(Noticed {
+            shadowed: shadowed.collect(),
+            auditing: BTreeSet::from([first_index]),
+            without_their_try: None,
+        });
     }
-    Ok((shadowed, auditing))
+    Ok(noticed)
 }
 
 /// The journal's rows without a try of their own (`Noticed::without_their_try`).
