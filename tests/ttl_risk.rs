@@ -255,6 +255,26 @@ fn bad_backfill_requests_exit_two() {
     ]);
     assert_eq!(other_dag.status.code(), Some(2));
 
+    // What Airflow decided for a date, unreadable: the row and column are named.
+    let unreadable = with_backfill(Some(
+        "UPDATE backfill_dag_run SET logical_date = 'soon' WHERE id = 2",
+    ));
+    let unreadable_config = unreadable.config();
+    let output = onceonly(&[
+        "ttl-risk",
+        "--config",
+        unreadable_config.to_str().unwrap(),
+        "--backfill-id",
+        "1",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output)
+            .contains("row 2, column `backfill_dag_run.logical_date`: \"soon\" is not a timestamp"),
+        "{}",
+        stderr(&output)
+    );
+
     let old = Scenario::copy_of("airflow/out/airflow-2.10.5");
     let output = onceonly(&[
         "ttl-risk",

@@ -1040,11 +1040,12 @@ async fn read_left_alone(
                         .row(number)
                         .column(format!("backfill_dag_run.{}", names[column]))
                 };
-                let logical_date = row
+                let text = row
                     .text(0)
                     .map_err(|message| Error::input(at(0), message))?
-                    .and_then(|text| timestamp::parse(&text))
-                    .ok_or_else(|| Error::input(at(0), "not a timestamp"))?;
+                    .unwrap_or_default();
+                let logical_date = timestamp::parse(&text)
+                    .ok_or_else(|| Error::input(at(0), format!("{text:?} is not a timestamp")))?;
                 let reason = row
                     .text(1)
                     .map_err(|message| Error::input(at(1), message))?
