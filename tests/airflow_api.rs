@@ -587,6 +587,70 @@ fn activity_window_keeps_whole_runs_like_the_sql_reader() {
     assert_same_attempts(&from_api, &from_db, "window");
 }
 
+/// The latest start or end of any try in a fixture's database.
+fn latest_try_time(version: &str) -> i64 {
+    let db = read_db(version, None);
+    ["start_date", "end_date"]
+        .iter()
+        .flat_map(|column| cells(&db, column))
+        .flatten()
+        .map(|time| onceonly::timestamp::parse(&time).expect("a fixture time"))
+        .max()
+        .expect("the fixture has tries")
+}
+
+#[test]
+fn runs_whose_tries_all_ended_before_the_window_are_not_read_try_by_try() {
+    for (version, api_version) in [(V2, ApiVersion::V2), (V1, ApiVersion::V1)] {
+        let latest = latest_try_time(version);
+        let database = crate::airflow::sqlite_database(&crate::airflow::fixture_db(version));
+        // The tries read through the API and from the database for a day's window from
+        // `since`, and the targets of the tries requests the API read made.
+        let read_from = |since: i64| {
+            let filter = Filter {
+                dag: None,
+                since: Some(since),
+                until: Some(since + 86_400_000_000),
+            };
+            let server = Server::start(version, Fault::None);
+            let from_api = read_api(&api(&server, Some(api_version), None), &filter).unwrap();
+            let from_db = block_on(airflow_db::read(&database, &filter))
+                .unwrap()
+                .attempts;
+            let answers = server.answers();
+            assert!(
+                answers
+                    .iter()
+                    .any(|(_, target, _)| target.contains("/taskInstances?")),
+                "{version}: the task instances were listed"
+            );
+            let tries_asked: Vec<String> = answers
+                .into_iter()
+                .filter(|(_, target, _)| target.contains("/tries"))
+                .map(|(_, target, _)| target)
+                .collect();
+            (from_api, from_db, tries_asked)
+        };
+
+        // A window that starts more than the clock slack after every try: the runs' task
+        // instances say so, and no run's tries are asked for. The database finds none either.
+        let (from_api, from_db, tries_asked) =
+            read_from(latest + airflow_api::CLOCK_SLACK + 1_000_000);
+        assert_eq!((from_api.height(), from_db.height()), (0, 0), "{version}");
+        assert_eq!(tries_asked, Vec::<String>::new(), "{version}");
+
+        // A window that starts at the last try's last time: the runs' tries are read, and
+        // the audited runs are the database's.
+        let (from_api, from_db, tries_asked) = read_from(latest);
+        assert!(!tries_asked.is_empty(), "{version}");
+        assert!(
+            from_db.height() > 0,
+            "{version}: the last try is in the window"
+        );
+        assert_same_attempts(&from_api, &from_db, version);
+    }
+}
+
 #[test]
 fn small_pages_are_followed_to_total_entries() {
     for (version, api_version) in [(V2, ApiVersion::V2), (V1, ApiVersion::V1)] {

@@ -7,6 +7,14 @@
 //! knows map index -1). A try's row takes its run's fields: the same columns the metadata
 //! database gives, except `clear_number`, which neither API exposes (it stays NULL).
 //!
+//! With an activity window (`since`), a run's tries are asked for only when its task
+//! instances leave room for a try in the window: the instance listing shows each instance's
+//! current try, and a task's earlier tries started and ended before its current one started,
+//! so a run whose every instance started and ended more than [`CLOCK_SLACK`] before `since`
+//! has no try in the window, and reading its tries would only confirm it. Which runs are
+//! audited is then decided from the tries, as before. A nightly audit of a DAG with years
+//! of runs so asks for the tries of the runs of the last day, not of every run.
+//!
 //! Listings are paged with `limit`/`offset` until `total_entries` is reached; a page that is
 //! not JSON, lacks a field, changes the total or ends the listing early is an error naming
 //! the URL and the page: no table is ever built from part of a listing. Every request is
@@ -42,6 +50,10 @@ pub const DEFAULT_RETRY: RetryPolicy = RetryPolicy {
 };
 /// Requests in flight at once: enough to hide latency, few enough not to load the API server.
 const CONCURRENCY: usize = 8;
+/// How far before the activity window an instance's current try may have started or ended
+/// and its run still be read try by try (microseconds): the times are the workers' clocks,
+/// and a task's tries may have run on machines whose clocks disagree.
+pub const CLOCK_SLACK: i64 = 3_600_000_000;
 
 /// Which REST API an Airflow serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,16 +230,18 @@ pub async fn read(api: &AirflowApi, filter: &Filter) -> Result<AirflowRead> {
     };
 
     let runs = client.runs(version, filter.dag.as_deref()).await?;
-    let instances: Vec<Vec<(String, i64)>> = futures_util::stream::iter(&runs)
-        .map(|run| client.task_instances(run))
+    let instances: Vec<Instances> = futures_util::stream::iter(&runs)
+        .map(|run| client.task_instances(run, filter.since))
         .buffered(CONCURRENCY)
         .try_collect()
         .await?;
     let wanted: Vec<(&Run, &str, i64)> = runs
         .iter()
         .zip(&instances)
+        .filter(|(_, tis)| tis.may_have_tried_since)
         .flat_map(|(run, tis)| {
-            tis.iter()
+            tis.instances
+                .iter()
                 .map(move |(task_id, map_index)| (run, task_id.as_str(), *map_index))
         })
         .collect();
@@ -292,6 +306,25 @@ struct Run {
     logical_date: Option<i64>,
     run_after: Option<i64>,
     conf: Option<String>,
+}
+
+/// A run's task instances, and whether one of them may have a try since the activity
+/// window's start (see the module documentation).
+struct Instances {
+    /// (task_id, map_index) of each.
+    instances: Vec<(String, i64)>,
+    may_have_tried_since: bool,
+}
+
+/// Whether a task instance whose current try started at `start` and ended at `end` may have a
+/// try, this one or an earlier one, that started or ended at `since` or later: a time it has
+/// not recorded yet may still come, and an earlier try ended before this one started.
+fn tried_since(start: Option<i64>, end: Option<i64>, since: Option<i64>) -> bool {
+    let Some(since) = since else {
+        return true;
+    };
+    let recent = |time: Option<i64>| time.is_none_or(|time| time >= since - CLOCK_SLACK);
+    recent(start) || recent(end)
 }
 
 /// One try of a task instance.
@@ -526,8 +559,8 @@ impl Client<'_> {
         Ok(runs)
     }
 
-    /// (task_id, map_index) of every task instance of a run.
-    async fn task_instances(&self, run: &Run) -> Result<Vec<(String, i64)>> {
+    /// Every task instance of a run, and whether one may have a try since `since`.
+    async fn task_instances(&self, run: &Run, since: Option<i64>) -> Result<Instances> {
         let path = format!(
             "{}/dags/{}/dagRuns/{}/taskInstances",
             self.prefix,
@@ -536,6 +569,7 @@ impl Client<'_> {
         );
         let items = self.list(&path, "task_instances", "task instances").await?;
         let mut instances = BTreeSet::new();
+        let mut may_have_tried_since = since.is_none();
         for (index, (page, item)) in items.iter().enumerate() {
             let at = Item {
                 page,
@@ -555,8 +589,19 @@ impl Client<'_> {
                     "task instance {task_id}[{map_index}] is listed twice: the listing moved while it was read"
                 )));
             }
+            // Once one instance may have, the run's tries are read: the others' times are
+            // not needed.
+            may_have_tried_since = may_have_tried_since
+                || tried_since(
+                    at.time(item, "start_date")?,
+                    at.time(item, "end_date")?,
+                    since,
+                );
         }
-        Ok(instances.into_iter().collect())
+        Ok(Instances {
+            instances: instances.into_iter().collect(),
+            may_have_tried_since,
+        })
     }
 
     /// Every try of one task instance: the history's rows, then the current one.
@@ -830,6 +875,24 @@ fn status_text(status: reqwest::StatusCode, body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instance_may_have_tried_since_unless_both_its_times_are_well_before() {
+        let since = 100 * CLOCK_SLACK;
+        let before = since - CLOCK_SLACK - 1;
+        assert!(tried_since(Some(before), Some(before), None));
+        assert!(!tried_since(Some(before), Some(before), Some(since)));
+        // Within the slack, or after: its tries are read.
+        assert!(tried_since(
+            Some(before),
+            Some(since - CLOCK_SLACK),
+            Some(since)
+        ));
+        assert!(tried_since(Some(since + 5), Some(before), Some(since)));
+        // Not started or not ended yet (queued, running, cleared): it may still.
+        assert!(tried_since(None, Some(before), Some(since)));
+        assert!(tried_since(Some(before), None, Some(since)));
+    }
 
     #[test]
     fn run_ids_are_encoded_as_airflow_expects() {
