@@ -42,10 +42,24 @@ pub fn configure_allocator() {
         }
         // SAFETY: mallopt only changes the allocator's settings. It is called before any
         // thread starts, so no thread has made an arena of its own.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-            libc::mallopt(libc::M_MMAP_THRESHOLD, ARENA_UP_TO as libc::c_int);
-        }
+        let set = unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1) == 1
+                && libc::mallopt(libc::M_MMAP_THRESHOLD, ARENA_UP_TO as libc::c_int) == 1
+        };
+        ONE_ARENA.store(set, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether `configure_allocator` set up one arena for every thread.
+static ONE_ARENA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`release_free`] where threads allocate from arenas of their own (glibc's default), for a
+/// boundary after which other threads allocate what this one freed. With the one arena
+/// `configure_allocator` sets, they reuse it as it is: giving it back would only have the
+/// kernel fault it in and zero it again.
+pub fn release_free_for_other_threads() {
+    if !ONE_ARENA.load(std::sync::atomic::Ordering::Relaxed) {
+        release_free();
     }
 }
 

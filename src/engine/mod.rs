@@ -90,12 +90,12 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
         let early = cut.as_ref().ok().map(|cut| prepare::Early::of(config, cut));
         // What preparing freed goes back before the rest of a listing that may still be
         // running, and the objects after it, allocate on other threads.
-        crate::memory::release_free();
+        crate::memory::release_free_for_other_threads();
         // What the provider's read says comes before what the tries' preparing says: the
         // errors come in the order of the stages.
         let mut tables = read.tables()?;
         // Putting the listing together freed its pages, on the threads that decoded them.
-        crate::memory::release_free();
+        crate::memory::release_free_for_other_threads();
         let early = match early {
             Some(early) => early?,
             None => return Err(cut.err().expect("a cut that failed has its error")),
@@ -228,7 +228,7 @@ fn audit_with(
     // preparing freed, before the rules and the verdicts allocate on threads of their own.
     // Tables the caller lent stay the caller's.
     drop(tables);
-    crate::memory::release_free();
+    crate::memory::release_free_for_other_threads();
 
     let checked = check::run(config, &prepared, options)?;
 
