@@ -23,7 +23,9 @@ const ARENA_UP_TO: usize = 256 << 20;
 /// `ARENA_UP_TO` served from it, what a phase frees is what the next one's columns reuse.
 /// The threads then share the arena's lock; their small allocations mostly come from glibc's
 /// per-thread caches, which do not take it.
-/// `release_free` still gives the free pages back between phases.
+/// Free pages still go back where the peak needs it (`release_free`: before a shuffled
+/// snapshot is put in order, before the plan), but not where one phase's threads hand over to
+/// the next's (`release_free_for_other_threads`): the one arena reuses them there.
 ///
 /// Only an audit of a snapshot, whose tables are decoded whole before anything else runs, is
 /// set up so. A live audit decodes the provider's pages on the runtime's threads, beside
