@@ -889,7 +889,7 @@ mod tests {
             Some(since)
         ));
         assert!(tried_since(Some(since + 5), Some(before), Some(since)));
-        // Not started or not ended yet (queued, running, cleared): it may still.
+        // Not started or not ended yet (queued, running): it may still.
         assert!(tried_since(None, Some(before), Some(since)));
         assert!(tried_since(Some(before), None, Some(since)));
     }
