@@ -1040,12 +1040,10 @@ async fn read_left_alone(
                         .row(number)
                         .column(format!("backfill_dag_run.{}", names[column]))
                 };
-                let text = row
-                    .text(0)
+                let logical_date = row
+                    .time(0)
                     .map_err(|message| Error::input(at(0), message))?
-                    .unwrap_or_default();
-                let logical_date = timestamp::parse(&text)
-                    .ok_or_else(|| Error::input(at(0), format!("{text:?} is not a timestamp")))?;
+                    .ok_or_else(|| Error::input(at(0), "the logical date is empty"))?;
                 let reason = row
                     .text(1)
                     .map_err(|message| Error::input(at(1), message))?
