@@ -299,7 +299,7 @@ fn run_trace(args: &onceonly::cli::TraceArgs) -> Result<u8> {
 }
 
 fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
-    use onceonly::commands::ttl_risk::{self, TtlRiskOptions};
+    use onceonly::commands::ttl_risk::{self, PlannedBackfill, TtlRiskOptions};
     let time = |flag: &str, text: &str| {
         timestamp::parse(text)
             .ok_or_else(|| Error::usage(flag, format!("{text:?} is not a date or time")))
@@ -341,9 +341,11 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                 to: backfill.to,
                 ttl,
                 at,
-                reprocess_behavior: Some(backfill.reprocess_behavior),
-                backfill_id: Some(id),
-                left_alone: backfill.left_alone,
+                backfill: Some(PlannedBackfill {
+                    id,
+                    reprocess_behavior: backfill.reprocess_behavior,
+                    left_alone: backfill.left_alone,
+                }),
             }
         }
         None => {
@@ -359,9 +361,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                 to: time("--to", to)?,
                 ttl,
                 at,
-                reprocess_behavior: None,
-                backfill_id: None,
-                left_alone: Default::default(),
+                backfill: None,
             }
         }
     };

@@ -30,10 +30,16 @@ pub struct TtlRiskOptions {
     pub ttl: Option<KeyTtl>,
     /// When the re-run would happen (default: now).
     pub at: i64,
-    /// A planned backfill's `reprocess_behavior`, when read from one.
-    pub reprocess_behavior: Option<String>,
-    pub backfill_id: Option<i64>,
-    /// With a backfill: what Airflow decided for each logical date (`Backfill::left_alone`).
+    /// The planned Airflow 3 backfill the range was read from (`--backfill-id`).
+    pub backfill: Option<PlannedBackfill>,
+}
+
+/// What ttl-risk takes from a planned backfill besides its DAG and range.
+#[derive(Debug, Clone)]
+pub struct PlannedBackfill {
+    pub id: i64,
+    pub reprocess_behavior: String,
+    /// What Airflow decided for each logical date (`Backfill::left_alone`).
     pub left_alone: BTreeMap<i64, Option<String>>,
 }
 
@@ -116,10 +122,10 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         // Only where Airflow recorded that the backfill leaves the interval's logical date
         // alone is it not re-run; a date it did not record is taken as re-run.
         let left_alone = options
-            .reprocess_behavior
+            .backfill
             .as_ref()
-            .and(interval.iv_start)
-            .and_then(|at| options.left_alone.get(&at).cloned().flatten());
+            .zip(interval.iv_start)
+            .and_then(|(backfill, at)| Some((backfill, backfill.left_alone.get(&at)?.as_ref()?)));
         let rerun = left_alone.is_none();
         let journal = journal_by_interval.get(&key_id);
         let unstable = journal.is_some_and(|(_, count)| *count > 1);
@@ -156,11 +162,11 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             .flatten()
             .filter(|(_, k, ..)| k.is_some() && *k == key)
             .min_by_key(|(id, _, created, _)| (*created, id.clone()));
-        if let Some(why) = left_alone {
+        if let Some((backfill, why)) = left_alone {
             risk.class = "safe";
             risk.reason = format!(
                 "the backfill does not re-run it (reprocess_behavior {}; Airflow recorded `{why}` for its logical date)",
-                options.reprocess_behavior.as_deref().unwrap_or("")
+                backfill.reprocess_behavior
             );
             risk.repair = "nothing to do".into();
         } else if let (true, Some((voided, _, created, status))) =
@@ -273,8 +279,9 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         from: timestamp::format(options.from),
         to: timestamp::format(options.to),
         at: timestamp::format(options.at),
-        backfill_id: options.backfill_id,
-        reprocess_behavior: options.reprocess_behavior.clone(),
+        backfill_id: options.backfill.as_ref().map(|backfill| backfill.id),
+        reprocess_behavior: (options.backfill.as_ref())
+            .map(|backfill| backfill.reprocess_behavior.clone()),
         ttl_source: (!sources.is_empty())
             .then(|| sources.into_iter().collect::<Vec<_>>().join("; ")),
         intervals: risks,
