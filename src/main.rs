@@ -36,7 +36,11 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Demo { format } => {
             let audit = demo::run()?;
-            output::stdout(&render::render(&audit.report, format, &audit.verdicts)?)?;
+            let verdicts = match format {
+                render::Format::Html => Some(audit.verdicts()?),
+                _ => None,
+            };
+            output::stdout(&render::render(&audit.report, format, verdicts)?)?;
             Ok(0)
         }
         Command::Completions { shell } => {

@@ -31,14 +31,43 @@ pub const VERDICTS: [&str; 7] = [
     "no-operation",
 ];
 
-/// One row per operation try: the try's identity, its state, its key, the object it is tied
-/// to and its verdict.
+/// Every operation try's verdict, with the key and the object it is tied to, as rows of the
+/// prepared frames: the verdicts frame ([`Verdicts::frame`], one row per try with its identity,
+/// state, key, object and verdict) is made of them only when something reads it (`--verdicts`,
+/// the HTML page, `trace`, a partition's result), not for every audit.
+pub struct Verdicts {
+    /// The verdict of each try (its place in `VERDICTS`).
+    verdict: Vec<IdxSize>,
+    key: Vec<KeyOf>,
+    object: Vec<ObjectOf>,
+    /// How many tries had each verdict (those no try had are left out).
+    pub counts: BTreeMap<String, usize>,
+}
+
+/// Where a try's key is read from.
+#[derive(Clone, Copy)]
+enum KeyOf {
+    /// Its first journal row's `op_key` (a row of the prepared journal).
+    Journal(u32),
+    /// Its own expected key.
+    Expected,
+}
+
+/// Where the id of the object a try is tied to is read from.
+#[derive(Clone, Copy)]
+enum ObjectOf {
+    None,
+    /// The `external_id` of its committed journal row.
+    Journal(u32),
+    /// The `external_id` of the object it created (a row of the prepared objects).
+    Object(u32),
+}
+
+/// Every try's verdict (see [`Verdicts`]).
 ///
 /// Every step is a pass over arrays indexed by the try's row, the object's row or the dense
 /// key and id codes `prepare` gave each frame, not a join or group-by on text keys.
-///
-/// Also returns how many tries had each verdict (those no try had are left out).
-pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>)> {
+pub fn compute(prepared: &Prepared) -> Result<Verdicts> {
     let tries = &prepared.tries;
     let t = std::time::Instant::now();
     let journal = Journal::of(prepared)?;
@@ -61,7 +90,6 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         start: int("start_date")?,
         end: int("end_date")?,
         iv_start: int("iv_start")?,
-        expected: one_chunk(crate::cells::text_column(tries, "expected_key")?),
         expected_key: one_chunk(crate::cells::code_column(tries, model::KEY_CODE)?),
         states: one_chunk(crate::cells::text_column(tries, "state")?),
     };
@@ -70,38 +98,9 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         crate::parallel::over_rows(tries.height(), |part| facts.judge(part)).into_iter();
     let mut judged = parts.next().expect("over_rows gives every part");
     for part in parts {
-        judged.append(part)?;
+        judged.append(part);
     }
-
     crate::timing::phase("verdicts:tries", t);
-    let mut out = tries
-        .select([
-            "dag_id",
-            "task_id",
-            "map_index",
-            "run_id",
-            "try_number",
-            "operation",
-            "interval",
-            "basis",
-            "state",
-            "start_date",
-            "end_date",
-            "hostname",
-            "pid",
-        ])
-        .engine("computing verdicts")?;
-    out.hstack_mut(&[
-        judged.op_key.into_column(),
-        judged.external_id.into_column(),
-        crate::cells::repeated_texts(
-            "verdict",
-            &VERDICTS,
-            judged.verdict.iter().map(|&v| Some(v)),
-        )
-        .into_column(),
-    ])
-    .engine("computing verdicts")?;
     let mut counts = [0usize; VERDICTS.len()];
     for &verdict in &judged.verdict {
         counts[verdict as usize] += 1;
@@ -112,7 +111,83 @@ pub fn compute(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize
         .filter(|&(_, count)| count > 0)
         .map(|(verdict, count)| (verdict.to_string(), count))
         .collect();
-    Ok((out, counts))
+    Ok(Verdicts {
+        verdict: judged.verdict,
+        key: judged.key,
+        object: judged.object,
+        counts,
+    })
+}
+
+impl Verdicts {
+    /// The verdicts frame: one row per try of `prepared` (the frames these verdicts were
+    /// computed from), its identity, state, key, object and verdict.
+    pub fn frame(&self, prepared: &Prepared) -> Result<DataFrame> {
+        let tries = &prepared.tries;
+        let text = |frame: &DataFrame, name: &str| -> Result<StringChunked> {
+            Ok(one_chunk(crate::cells::text_column(frame, name)?))
+        };
+        let (journal_keys, journal_ids) = (
+            text(&prepared.journal, "op_key")?,
+            text(&prepared.journal, "external_id")?,
+        );
+        let (expected, object_ids) = (
+            text(tries, "expected_key")?,
+            text(&prepared.objects, "external_id")?,
+        );
+        // The two text columns are written in two halves, one on a thread of its own.
+        let parts = crate::parallel::over_rows(tries.height(), |rows| {
+            let mut op_key = StringChunkedBuilder::new("op_key".into(), rows.len());
+            let mut external_id = StringChunkedBuilder::new("external_id".into(), rows.len());
+            for row in rows {
+                op_key.append_option(match self.key[row] {
+                    KeyOf::Journal(at) => journal_keys.get(at as usize),
+                    KeyOf::Expected => expected.get(row),
+                });
+                external_id.append_option(match self.object[row] {
+                    ObjectOf::None => None,
+                    ObjectOf::Journal(at) => journal_ids.get(at as usize),
+                    ObjectOf::Object(at) => object_ids.get(at as usize),
+                });
+            }
+            (op_key.finish(), external_id.finish())
+        });
+        let mut parts = parts.into_iter();
+        let (mut op_key, mut external_id) = parts.next().expect("over_rows gives every part");
+        for (keys, ids) in parts {
+            op_key.append(&keys).engine("computing verdicts")?;
+            external_id.append(&ids).engine("computing verdicts")?;
+        }
+        let mut out = tries
+            .select([
+                "dag_id",
+                "task_id",
+                "map_index",
+                "run_id",
+                "try_number",
+                "operation",
+                "interval",
+                "basis",
+                "state",
+                "start_date",
+                "end_date",
+                "hostname",
+                "pid",
+            ])
+            .engine("computing verdicts")?;
+        out.hstack_mut(&[
+            op_key.into_column(),
+            external_id.into_column(),
+            crate::cells::repeated_texts(
+                "verdict",
+                &VERDICTS,
+                self.verdict.iter().map(|&v| Some(v)),
+            )
+            .into_column(),
+        ])
+        .engine("computing verdicts")?;
+        Ok(out)
+    }
 }
 
 /// What the verdicts are drawn from.
@@ -124,28 +199,22 @@ struct VerdictInputs<'a> {
     start: Int64Chunked,
     end: Int64Chunked,
     iv_start: Int64Chunked,
-    expected: StringChunked,
     expected_key: UInt32Chunked,
     states: StringChunked,
 }
 
-/// The key, the object and the verdict (its place in `VERDICTS`) of a range of tries.
+/// The verdict (its place in `VERDICTS`), the key and the object of a range of tries.
 struct Judged {
-    op_key: StringChunked,
-    external_id: StringChunked,
     verdict: Vec<IdxSize>,
+    key: Vec<KeyOf>,
+    object: Vec<ObjectOf>,
 }
 
 impl Judged {
-    fn append(&mut self, other: Judged) -> Result<()> {
-        self.op_key
-            .append(&other.op_key)
-            .engine("computing verdicts")?;
-        self.external_id
-            .append(&other.external_id)
-            .engine("computing verdicts")?;
+    fn append(&mut self, other: Judged) {
         self.verdict.extend(other.verdict);
-        Ok(())
+        self.key.extend(other.key);
+        self.object.extend(other.object);
     }
 }
 
@@ -159,12 +228,11 @@ impl VerdictInputs<'_> {
             start,
             end,
             iv_start,
-            expected,
             expected_key,
             states,
         } = self;
-        let mut op_key = StringChunkedBuilder::new("op_key".into(), rows.len());
-        let mut external_id = StringChunkedBuilder::new("external_id".into(), rows.len());
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut objects_of = Vec::with_capacity(rows.len());
         let mut verdicts = Vec::with_capacity(rows.len());
         // Tries in no order read their journal rows and objects from all over: each row asks
         // for them a few rows ahead (`crate::ahead`).
@@ -212,13 +280,16 @@ impl VerdictInputs<'_> {
         ahead::each_row(rows, far, near, |row| {
             let rows = journal.of_try.get(row).copied().unwrap_or_default();
             // The try's key: that of its first journal row, else the expected one.
-            let (key_text, key) = match rows.first.map(|r| journal.key(r)) {
-                Some((Some(text), key)) => (Some(text), key),
-                _ => (expected.get(row), expected_key.get(row).unwrap_or(NONE)),
+            let (key_of, key) = match rows.first.map(|r| (r, journal.key(r))) {
+                Some((first, (Some(_), key))) => (KeyOf::Journal(first), key),
+                _ => (KeyOf::Expected, expected_key.get(row).unwrap_or(NONE)),
             };
             let committed = rows.committed.map(|r| {
                 let object = journal.object(r, objects);
-                (journal.external_id.get(r as usize), object)
+                (
+                    journal.external_id.get(r as usize).map(|id| (id, r)),
+                    object,
+                )
             });
             // The earliest object it created under its key while it ran.
             let created = match (key, start.get(row)) {
@@ -239,9 +310,14 @@ impl VerdictInputs<'_> {
                 .and_then(|(_, object)| object)
                 .and_then(|object| objects.created.get(object as usize));
             let committed_object = committed.and_then(|(_, object)| object);
-            let created_id = created.and_then(|object| objects.ids.get(object as usize));
+            let created_id =
+                created.and_then(|object| objects.ids.get(object as usize).map(|id| (id, object)));
             let created_created = created.and_then(|object| objects.created.get(object as usize));
-            let object = committed.and_then(|(id, _)| id).or(created_id);
+            let (object, object_of) = match (committed.and_then(|(id, _)| id), created_id) {
+                (Some((id, r)), _) => (Some(id), ObjectOf::Journal(r)),
+                (None, Some((id, object))) => (Some(id), ObjectOf::Object(object)),
+                (None, None) => (None, ObjectOf::None),
+            };
             let created_at = committed_created.or(created_created);
 
             // A duplicate: a live object of the interval already existed when this one was created.
@@ -296,15 +372,15 @@ impl VerdictInputs<'_> {
             } else {
                 "no-operation"
             };
-            op_key.append_option(key_text);
-            external_id.append_option(object);
+            keys.push(key_of);
+            objects_of.push(object_of);
             let place = VERDICTS.iter().position(|known| *known == verdict);
             verdicts.push(place.expect("every verdict is one of VERDICTS") as IdxSize);
         });
         Judged {
-            op_key: op_key.finish(),
-            external_id: external_id.finish(),
             verdict: verdicts,
+            key: keys,
+            object: objects_of,
         }
     }
 }

@@ -103,7 +103,7 @@ fn clean_scenario_has_no_findings_from_any_rule() {
 
 /// `(run_id, try_number, verdict)` for every try of an audit, in the verdicts' order.
 fn verdicts(audit: &Audit) -> Vec<(String, i64, String)> {
-    let frame = &audit.verdicts;
+    let frame = audit.verdicts().expect("the verdicts frame");
     let runs = texts(frame, "run_id").expect("run_id");
     let tries = ints(frame, "try_number").expect("try_number");
     let verdicts = texts(frame, "verdict").expect("verdict");
@@ -245,7 +245,7 @@ fn a_glob_operation_keeps_each_dag_its_own_pipeline() {
     );
     snapshot("glob_operation", findings);
 
-    let frame = &audit.verdicts;
+    let frame = audit.verdicts().expect("the verdicts frame");
     let dags = texts(frame, "dag_id").expect("dag_id");
     let judged: Vec<(String, String, i64, String)> = dags
         .into_iter()

@@ -259,11 +259,16 @@ fn times_that_tie_in_any_order_give_the_same_audit() {
     let audit_of = |tables: &onceonly::sources::Tables| {
         let (report, verdicts, _) = audit::audit_tables(&config, tables, &AuditOptions::default())
             .unwrap()
-            .into_results();
+            .into_results(true)
+            .unwrap();
         let verdicts = verdicts
+            .expect("verdicts asked for")
             .sort(onceonly::model::TRY.to_vec(), Default::default())
             .unwrap();
-        (render(&report, Format::Json, &verdicts).unwrap(), verdicts)
+        (
+            render(&report, Format::Json, Some(&verdicts)).unwrap(),
+            verdicts,
+        )
     };
     let (in_order, in_order_verdicts) = audit_of(&tables);
     let recorded = tables.journal.column("recorded_at").unwrap().clone();
@@ -383,7 +388,11 @@ fn a_shuffled_snapshot_put_in_time_order_gives_the_same_report_verdicts_and_plan
             plan: true,
             ..AuditOptions::default()
         };
-        let (report, verdicts, plan) = audit::run(&config, &options).unwrap().into_results();
+        let (report, verdicts, plan) = audit::run(&config, &options)
+            .unwrap()
+            .into_results(true)
+            .unwrap();
+        let verdicts = verdicts.expect("verdicts asked for");
         let mut plan = serde_json::to_value(plan.unwrap()).unwrap();
         plan.as_object_mut().unwrap().remove("inputs_fingerprint");
         (report, verdicts, plan)

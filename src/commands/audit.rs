@@ -33,29 +33,40 @@ pub struct Outputs {
     pub metrics: Option<PathBuf>,
 }
 
+impl Outputs {
+    /// Whether any of the outputs shows every try's verdict: the verdicts file and the HTML
+    /// page. The verdicts frame is made only then.
+    pub fn show_verdicts(&self) -> bool {
+        self.verdicts.is_some() || self.html.is_some() || self.format == Format::Html
+    }
+}
+
 /// Audits and writes the results; the report, to tell the exit code.
 pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result<Report> {
     let started = std::time::Instant::now();
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
-    let (report, verdicts, plan) = engine::run(config, options)?.into_results();
+    let (report, verdicts, plan) =
+        engine::run(config, options)?.into_results(outputs.show_verdicts())?;
     write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
     Ok(report)
 }
 
 /// Writes an audit's (or a merge's) results where `outputs` says; `started` is when the audit
-/// began, for the metrics' duration.
+/// began, for the metrics' duration. `verdicts` is the verdicts frame, which the outputs that
+/// show verdicts ([`Outputs::show_verdicts`]) need.
 pub fn write(
     config: &Config,
     outputs: &Outputs,
     report: &Report,
-    verdicts: DataFrame,
+    verdicts: Option<DataFrame>,
     plan: Option<&Plan>,
     started: std::time::Instant,
 ) -> Result<()> {
     let rendering = std::time::Instant::now();
+    let verdicts = verdicts.as_ref();
     if let Some(path) = &outputs.verdicts {
-        output::write_verdicts(path, &verdicts)?;
+        output::write_verdicts(path, render::verdicts_kept(verdicts)?)?;
     }
     // The plan's text and the report's are made side by side (the larger outputs of an audit
     // with a plan), and written in the order below.
@@ -64,7 +75,7 @@ pub fn write(
             plan.zip(outputs.plan.as_deref())
                 .map(|(plan, path)| (path, plan_text(path, plan)))
         },
-        || render::render(report, outputs.format, &verdicts),
+        || render::render(report, outputs.format, verdicts),
     );
     if let Some(plan) = plan {
         if let Some((path, text)) = plan_file {
@@ -91,11 +102,10 @@ pub fn write(
         output::file(path, metrics.as_bytes())?;
     }
     if let Some(path) = &outputs.html {
-        let page = render::render(report, Format::Html, &verdicts)?;
+        let page = render::render(report, Format::Html, verdicts)?;
         output::file(path, page.as_bytes())?;
     }
     let text = text?;
-    drop(verdicts);
     match &outputs.output {
         Some(path) => output::file(path, text.as_bytes())?,
         None => output::stdout(&text)?,

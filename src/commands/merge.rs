@@ -41,7 +41,7 @@ pub fn run(
         config,
         outputs,
         &report,
-        merged.verdicts,
+        Some(merged.verdicts),
         plan.as_ref(),
         started,
     )?;

@@ -186,9 +186,15 @@ impl Audit {
         intervals: &[String],
         keys: &[String],
     ) -> Result<DataFrame> {
-        selected(self.verdicts.clone().lazy(), "op_key", dag, intervals, keys)
-            .collect()
-            .engine("trace: tries")
+        selected(
+            self.verdicts()?.clone().lazy(),
+            "op_key",
+            dag,
+            intervals,
+            keys,
+        )
+        .collect()
+        .engine("trace: tries")
     }
 
     /// The DAG's pipeline intervals starting from `from` to `to` (both included) that a try

@@ -3,23 +3,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use polars::prelude::{DataFrame, StringChunked};
+use polars::prelude::StringChunked;
 
 use crate::config::Config;
 use crate::error::Result;
 use crate::prepare::Prepared;
 use crate::report::{Noticed, Shadowed, SkippedRule, WithoutTheirTry};
 use crate::rules::{self, Finding};
+use crate::verdicts::Verdicts;
 
 use super::scope::AuditOptions;
 
 /// What the rules and the verdicts found.
 pub struct Checked {
     pub findings: Vec<Finding>,
-    /// A verdict for every try.
-    pub verdicts: DataFrame,
-    /// How many tries had each verdict.
-    pub verdict_counts: BTreeMap<String, usize>,
+    /// A verdict for every try, and how many tries had each.
+    pub verdicts: Verdicts,
     /// How many runs were audited.
     pub runs: usize,
     /// How many runs took their interval from each basis.
@@ -36,7 +35,7 @@ pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Resu
     let (findings, verdicts) = rules::run_all_beside(prepared, &selected, || verdicts(prepared));
     crate::timing::phase("rules", started);
     let findings = findings?;
-    let (verdicts, verdict_counts, (runs, interval_basis)) = verdicts?;
+    let (verdicts, (runs, interval_basis)) = verdicts?;
     let mut rules_skipped = Vec::new();
     if prepared.key_ttl.is_none()
         && config.operations.iter().all(|op| op.key_ttl.is_none())
@@ -50,7 +49,6 @@ pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Resu
     Ok(Checked {
         findings,
         verdicts,
-        verdict_counts,
         runs,
         interval_basis,
         rules_skipped,
@@ -60,17 +58,17 @@ pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Resu
 /// How many runs there are, and how many of them have each interval basis.
 type RunsAndBases = (usize, BTreeMap<String, usize>);
 
-/// Every try's verdict, how many tries had each, and the runs and interval bases the coverage
-/// counts.
-fn verdicts(prepared: &Prepared) -> Result<(DataFrame, BTreeMap<String, usize>, RunsAndBases)> {
+/// Every try's verdict (with how many tries had each), and the runs and interval bases the
+/// coverage counts.
+fn verdicts(prepared: &Prepared) -> Result<(Verdicts, RunsAndBases)> {
     let started = std::time::Instant::now();
-    let (verdicts, counts) = crate::verdicts::compute(prepared)?;
+    let verdicts = crate::verdicts::compute(prepared)?;
     crate::timing::phase("verdicts:compute", started);
     let counting = std::time::Instant::now();
     let runs = runs_and_bases(prepared)?;
     crate::timing::phase("verdicts:runs", counting);
     crate::timing::phase("verdicts", started);
-    Ok((verdicts, counts, runs))
+    Ok((verdicts, runs))
 }
 
 /// How many runs were audited, and how many took their interval from each basis (`unknown`

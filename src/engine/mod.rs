@@ -44,22 +44,42 @@ use crate::prepare::Prepared;
 use crate::report::{Coverage, Report, SourceCoverage, Summary};
 use crate::sources::{self, Tables};
 use crate::timestamp;
+use crate::verdicts::Verdicts;
 
 /// What an audit produced: the report, a verdict for every operation try, and the repair plan
 /// when one was asked for.
 pub struct Audit {
     pub report: Report,
-    pub verdicts: DataFrame,
+    verdicts: Verdicts,
+    /// The verdicts frame, once asked for.
+    verdicts_frame: std::sync::OnceLock<DataFrame>,
     pub plan: Option<Plan>,
     /// The joined frames the rules read: asked through `ask.rs`, never changed.
     prepared: Prepared,
 }
 
 impl Audit {
-    /// The report, the verdicts and the plan, the joined frames (the bulk of the memory)
-    /// freed.
-    pub fn into_results(self) -> (Report, DataFrame, Option<Plan>) {
-        (self.report, self.verdicts, self.plan)
+    /// The verdicts frame: a row per operation try with its identity, state, key, object and
+    /// verdict (`crate::verdicts`), made when first asked for.
+    pub fn verdicts(&self) -> Result<&DataFrame> {
+        if let Some(frame) = self.verdicts_frame.get() {
+            return Ok(frame);
+        }
+        let frame = self.verdicts.frame(&self.prepared)?;
+        Ok(self.verdicts_frame.get_or_init(|| frame))
+    }
+
+    /// The report, the verdicts frame when `with_verdicts` (only then is it made) and the plan,
+    /// the joined frames (the bulk of the memory) freed.
+    pub fn into_results(
+        self,
+        with_verdicts: bool,
+    ) -> Result<(Report, Option<DataFrame>, Option<Plan>)> {
+        let verdicts = match with_verdicts {
+            true => Some(self.verdicts()?.clone()),
+            false => None,
+        };
+        Ok((self.report, verdicts, self.plan))
     }
 }
 
@@ -251,7 +271,7 @@ fn audit_with(
         objects_left_out,
     };
     let findings = checked.findings;
-    let summary = Summary::new(&findings, checked.verdict_counts);
+    let summary = Summary::new(&findings, checked.verdicts.counts.clone());
     let plan = plan(&findings, &prepared, fingerprint)?;
     let mut report = Report {
         format_version: crate::report::FORMAT_VERSION,
@@ -268,7 +288,7 @@ fn audit_with(
             out,
             &options.rules,
             &report,
-            &checked.verdicts,
+            &checked.verdicts.frame(&prepared)?,
             &prepared,
             &noticed,
         )?;
@@ -276,6 +296,7 @@ fn audit_with(
     Ok(Audit {
         report,
         verdicts: checked.verdicts,
+        verdicts_frame: std::sync::OnceLock::new(),
         plan,
         prepared,
     })

@@ -29,8 +29,8 @@ pub enum Format {
 }
 
 /// The report in `format`. `verdicts` (a row per try, as the audit judged them) is read only
-/// by the HTML page, for its picture of the intervals.
-pub fn render(report: &Report, format: Format, verdicts: &DataFrame) -> Result<String> {
+/// by the HTML page, for its picture of the intervals: other formats are rendered without it.
+pub fn render(report: &Report, format: Format, verdicts: Option<&DataFrame>) -> Result<String> {
     Ok(match format {
         Format::Table => table::render(report),
         Format::Json => {
@@ -41,7 +41,16 @@ pub fn render(report: &Report, format: Format, verdicts: &DataFrame) -> Result<S
         Format::Ndjson => ndjson(report),
         Format::Csv => csv::render(report),
         Format::Markdown => markdown::render(report),
-        Format::Html => html::page(report, &html::Intervals::of(verdicts)?),
+        Format::Html => html::page(report, &html::Intervals::of(verdicts_kept(verdicts)?)?),
+    })
+}
+
+/// The verdicts frame an output that shows verdicts was given; an error, not a page or file
+/// without them, where the caller did not keep it.
+pub fn verdicts_kept(verdicts: Option<&DataFrame>) -> Result<&DataFrame> {
+    verdicts.ok_or_else(|| crate::error::Error::Engine {
+        doing: "writing the verdicts".into(),
+        message: "the audit's verdicts were not kept for this output".into(),
     })
 }
 
