@@ -6,6 +6,7 @@ pub mod content;
 pub mod database;
 pub mod journal_db;
 pub mod page_json;
+mod parquet_columns;
 pub mod pickle;
 pub mod provider_http;
 pub mod read_transaction;

@@ -301,7 +301,7 @@ fn read_table(
         .filter(|column| column.table == table)
         .map(|column| column.name)
         .collect();
-    let frame = snapshot::read_parquet_bytes(&bytes, &shown, table, &skip)?;
+    let frame = snapshot::read_parquet_bytes(bytes, &shown, table, &skip)?;
     if frame.height() != entry.rows {
         return Err(Error::input(
             Location::source(&shown),

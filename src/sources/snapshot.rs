@@ -435,27 +435,21 @@ fn read_ndjson(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Res
 /// is refused, is read and checked all the same: leaving a column unread never lets a wrong
 /// one through.
 pub fn read_parquet_bytes(
-    bytes: &[u8],
+    bytes: Vec<u8>,
     shown: &str,
     table: Table,
     skip: &[&str],
 ) -> Result<DataFrame> {
-    parquet_frame(
-        std::io::Cursor::new(bytes),
-        shown,
-        table,
-        &Mapping::default(),
-        skip,
-    )
+    parquet_frame(bytes, shown, table, &Mapping::default(), skip)
 }
 
 fn read_parquet(path: &Path, shown: &str, table: Table, mapping: &Mapping) -> Result<DataFrame> {
-    let file = File::open(path).map_err(|err| Error::io(shown, err))?;
-    parquet_frame(file, shown, table, mapping, &[])
+    let bytes = std::fs::read(path).map_err(|err| Error::io(shown, err))?;
+    parquet_frame(bytes, shown, table, mapping, &[])
 }
 
 fn parquet_frame(
-    source: impl polars::io::mmap::MmapBytesReader,
+    bytes: Vec<u8>,
     shown: &str,
     table: Table,
     mapping: &Mapping,
@@ -467,9 +461,9 @@ fn parquet_frame(
             format!("not a readable Parquet file: {err}"),
         )
     };
-    // One chunk per column: the audit reads columns as single arrays (`cells::one_chunk`), which
-    // would otherwise copy a column of several row groups every time it is read.
-    let mut reader = ParquetReader::new(source).set_rechunk(true);
+    let bytes = polars_buffer::Buffer::from(bytes);
+    let mut reader = ParquetReader::new(std::io::Cursor::new(bytes.as_ref()));
+    let mut kept: Option<Vec<String>> = None;
     if !skip.is_empty() {
         let schema = reader.schema().map_err(unreadable)?;
         let unread = |name: &str, field: &ArrowField| {
@@ -481,14 +475,25 @@ fn parquet_frame(
                             == Some(true)
                 })
         };
-        let kept: Vec<String> = schema
-            .iter()
-            .filter(|(name, field)| !unread(name, field))
-            .map(|(name, _)| name.to_string())
-            .collect();
-        reader = reader.with_columns(Some(kept));
+        kept = Some(
+            schema
+                .iter()
+                .filter(|(name, field)| !unread(name, field))
+                .map(|(name, _)| name.to_string())
+                .collect(),
+        );
     }
-    let df = reader.finish().map_err(unreadable)?;
+    // One chunk per column: the audit reads columns as single arrays (`cells::one_chunk`).
+    // The decoder writes each column into one array as it decodes it; a file it does not read
+    // is read by polars, whose row groups are then joined.
+    let df = match super::parquet_columns::decode(&bytes, kept.as_deref()) {
+        Some(df) => df,
+        None => reader
+            .set_rechunk(true)
+            .with_columns(kept)
+            .finish()
+            .map_err(unreadable)?,
+    };
     let headers: Vec<String> = df
         .get_column_names()
         .iter()
