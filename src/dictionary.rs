@@ -237,10 +237,13 @@ impl Dictionary {
     /// gets a new code, with its place among `values`. The codes are the ones coding the
     /// values one by one gives.
     ///
-    /// The first values (`Sample::SIZE` of them) are coded one by one with guesses. Where
-    /// those that had codes mostly had the one guessed (the values come in runs, in order),
-    /// the others are too. Else (they come in no order, or are all new, where a guess cannot
-    /// help), they are coded asking for their memory ahead (`Ahead`).
+    /// The first values (`Sample::SIZE` of them) are coded one by one with guesses; the table
+    /// then makes room for as many new values among the rest as the sample had. Where those
+    /// that had codes mostly had the one guessed (the values come in runs, in order), the
+    /// others are coded with guesses too, asking ahead for the memory of the values that are
+    /// not the one before them (new ones, mostly); else (they come in no order, or are all
+    /// new, where a guess cannot help) every one is coded asking for its memory ahead
+    /// (`Ahead`).
     pub fn encode_all<V: Hash + Eq + Copy>(
         &mut self,
         values: impl Iterator<Item = Option<V>>,
@@ -250,7 +253,6 @@ impl Dictionary {
         let mut values = values.enumerate();
         let mut codes = Vec::with_capacity(count);
         let mut sample = Sample::default();
-        // One by one with guesses: the sample, and the rest while the sample says in order.
         for (at, value) in values.by_ref() {
             match value {
                 None => codes.push(NULL),
@@ -259,27 +261,53 @@ impl Dictionary {
                     if let Encoded::New(_) = encoded {
                         coded.add(value, at);
                     }
-                    sample.saw(matches!(encoded, Encoded::Known(_)), encoded.code());
+                    sample.saw(encoded);
                     codes.push(encoded.code());
                 }
             }
-            if sample.no_order_after(at) {
+            if at + 1 == Sample::SIZE {
                 break;
             }
         }
-        let mut rest = Ahead::new(values);
+        if codes.len() < Sample::SIZE {
+            return codes;
+        }
+        self.reserve(sample.new_among(count - Sample::SIZE));
+        let in_order = sample.in_order();
+        let mut rest = Ahead::new(values, in_order);
+        let mut guess = sample.guess;
         while let Some((at, value, hash)) = rest.next(self, coded) {
             let Some(value) = value else {
                 codes.push(NULL);
                 continue;
             };
-            let encoded = self.encode_hashed(value, hash, |code| coded.value(code));
+            let encoded = match hash {
+                // The value of the one before: its code.
+                Hashed::Repeat => Encoded::Known(guess.expect("a value came before")),
+                Hashed::Hash(hash) => match in_order
+                    .then(|| self.guessed(&value, guess, &|code| coded.value(code)))
+                    .flatten()
+                {
+                    Some(code) => Encoded::Known(code),
+                    None => self.encode_hashed(value, hash, |code| coded.value(code)),
+                },
+            };
             if let Encoded::New(_) = encoded {
                 coded.add(value, at);
             }
+            guess = Some(encoded.code());
             codes.push(encoded.code());
         }
         codes
+    }
+
+    /// Makes room for `more` new values, so that coding them does not grow the table step by
+    /// step (each step moves every code once more).
+    fn reserve(&mut self, more: usize) {
+        let slots = Self::slots_for(self.len() + more);
+        if slots > self.slots.len() {
+            self.resize(slots);
+        }
     }
 
     /// [`find`](Self::find) for many values in turn: each one's code, [`NULL`] for a NULL and
@@ -298,17 +326,40 @@ impl Dictionary {
         for (at, value) in values.by_ref() {
             let found = value.and_then(|value| self.find(value, sample.guess, value_of));
             if let Some(code) = found {
-                sample.saw(true, code);
+                sample.saw(Encoded::Known(code));
             }
             codes.push(found.unwrap_or(NULL));
-            if sample.no_order_after(at) {
+            if at + 1 == Sample::SIZE {
                 break;
             }
         }
-        let mut rest = Ahead::new(values);
+        if codes.len() < Sample::SIZE {
+            return codes;
+        }
+        let in_order = sample.in_order();
+        let mut rest = Ahead::new(values, in_order);
+        let mut guess = sample.guess;
+        // What the last value that was not NULL was found as (`Hashed::Repeat` follows one).
+        let mut last: Option<u32> = None;
         while let Some((_, value, hash)) = rest.next(self, coded) {
-            let found = value.and_then(|value| self.lookup(&value, hash, &value_of));
-            codes.push(found.unwrap_or(NULL));
+            let Some(value) = value else {
+                codes.push(NULL);
+                continue;
+            };
+            let found = match hash {
+                // The value of the one before, found or not: what it was.
+                Hashed::Repeat => last.filter(|&code| code != NULL),
+                Hashed::Hash(hash) => in_order
+                    .then(|| self.guessed(&value, guess, &value_of))
+                    .flatten()
+                    .or_else(|| self.lookup(&value, hash, &value_of)),
+            };
+            if found.is_some() {
+                guess = found;
+            }
+            let code = found.unwrap_or(NULL);
+            last = Some(code);
+            codes.push(code);
         }
         codes
     }
@@ -335,27 +386,43 @@ impl Dictionary {
 /// The values [`Dictionary::encode_all`] and [`Dictionary::find_all`] code asking ahead, read
 /// in blocks of [`BLOCK`](Self::BLOCK) with their hashes.
 ///
-/// Coding or finding values that come in no order waits on memory the cache does not hold: a
-/// value's slot, then the value of the code there. One value after another, the processor
-/// would wait for each in turn. So as each value is given out, the slot of the value [`FAR`]
-/// on is asked for, and the value of the code in the slot of the one [`NEAR`] on: by the time
-/// those are coded, their memory is mostly in the cache.
+/// Coding or finding values that the cache does not hold waits on memory: a value's slot, then
+/// the value of the code there. One value after another, the processor would wait for each in
+/// turn. So as each value is given out, the slot of the value [`FAR`] on is asked for, and the
+/// value of the code in the slot of the one [`NEAR`] on: by the time those are coded, their
+/// memory is mostly in the cache.
+///
+/// Values in runs (`repeats`) are not hashed where they are the value before them
+/// ([`Hashed::Repeat`]): that value's code is theirs, and only the others are asked for.
 struct Ahead<V, I> {
     values: I,
     block: Vec<(usize, Option<V>)>,
-    hashes: Vec<u64>,
+    hashes: Vec<Hashed>,
     next: usize,
+    repeats: bool,
+    /// The last value (not NULL) read, for `repeats`.
+    last: Option<V>,
 }
 
-impl<V: Hash + Copy, I: Iterator<Item = (usize, Option<V>)>> Ahead<V, I> {
+/// A value as [`Ahead`] gives it out.
+#[derive(Clone, Copy)]
+enum Hashed {
+    Hash(u64),
+    /// The value (not NULL) before it, not NULL, is the same.
+    Repeat,
+}
+
+impl<V: Hash + Copy + Eq, I: Iterator<Item = (usize, Option<V>)>> Ahead<V, I> {
     const BLOCK: usize = 4096;
 
-    fn new(values: I) -> Ahead<V, I> {
+    fn new(values: I, repeats: bool) -> Ahead<V, I> {
         Ahead {
             values,
             block: Vec::with_capacity(Self::BLOCK),
             hashes: Vec::with_capacity(Self::BLOCK),
             next: 0,
+            repeats,
+            last: None,
         }
     }
 
@@ -365,21 +432,33 @@ impl<V: Hash + Copy, I: Iterator<Item = (usize, Option<V>)>> Ahead<V, I> {
         &mut self,
         dictionary: &Dictionary,
         coded: &impl Values<V>,
-    ) -> Option<(usize, Option<V>, u64)> {
+    ) -> Option<(usize, Option<V>, Hashed)> {
         if self.next == self.block.len() {
             self.block.clear();
             self.block.extend(self.values.by_ref().take(Self::BLOCK));
             self.hashes.clear();
-            self.hashes.extend(self.block.iter().map(|(_, value)| {
-                value
-                    .as_ref()
-                    .map_or(0, |value| dictionary.hasher.hash_one(value))
-            }));
+            for (_, value) in &self.block {
+                let hashed = match value {
+                    None => Hashed::Hash(0),
+                    Some(value) if self.repeats && self.last.as_ref() == Some(value) => {
+                        Hashed::Repeat
+                    }
+                    Some(value) => {
+                        self.last = Some(*value);
+                        Hashed::Hash(dictionary.hasher.hash_one(value))
+                    }
+                };
+                self.hashes.push(hashed);
+            }
             self.next = 0;
         }
         let at = self.next;
         let &(place, value) = self.block.get(at)?;
-        dictionary.ask(self.hashes.get(at + FAR), self.hashes.get(at + NEAR), coded);
+        let hash = |at: usize| match self.hashes.get(at) {
+            Some(Hashed::Hash(hash)) => Some(hash),
+            _ => None,
+        };
+        dictionary.ask(hash(at + FAR), hash(at + NEAR), coded);
         self.next += 1;
         Some((place, value, self.hashes[at]))
     }
@@ -394,22 +473,25 @@ struct Sample {
     guessed: usize,
     /// Values that had a code, and not the one guessed.
     hashed: usize,
+    /// Values that were given a new code.
+    new: usize,
 }
 
 impl Sample {
-    /// Records a value's code; `known`: it had one before.
-    fn saw(&mut self, known: bool, code: u32) {
-        if known {
-            if self
-                .guess
-                .is_some_and(|guess| code == guess || code == guess + 1)
+    /// Records a value's code.
+    fn saw(&mut self, encoded: Encoded) {
+        match encoded {
+            Encoded::Known(code)
+                if self
+                    .guess
+                    .is_some_and(|guess| code == guess || code == guess + 1) =>
             {
-                self.guessed += 1;
-            } else {
-                self.hashed += 1;
+                self.guessed += 1
             }
+            Encoded::Known(_) => self.hashed += 1,
+            Encoded::New(_) => self.new += 1,
         }
-        self.guess = Some(code);
+        self.guess = Some(encoded.code());
     }
 
     /// How many values [`Dictionary::encode_all`] and [`Dictionary::find_all`] code one by one
@@ -420,10 +502,9 @@ impl Sample {
         self.guessed > self.hashed
     }
 
-    /// Whether the sample ends with the value at `at` (counted from 0) and says the values
-    /// come in no order: the rest are then coded asking ahead.
-    fn no_order_after(&self, at: usize) -> bool {
-        at + 1 == Self::SIZE && !self.in_order()
+    /// How many of `rest` values more are new, if they are new as often as the sample's.
+    fn new_among(&self, rest: usize) -> usize {
+        rest / Self::SIZE * self.new + rest % Self::SIZE * self.new / Self::SIZE
     }
 }
 
@@ -782,6 +863,41 @@ mod tests {
         }
     }
 
+    /// Values in runs, in order, past the sample: each run's value is hashed once, and the
+    /// codes (found or not, a NULL between two cells of a run) are those of one by one.
+    #[test]
+    fn runs_past_the_sample_are_coded_and_found_as_one_by_one() {
+        let cells: Vec<Option<String>> = (0..20_000)
+            .map(|row| match row % 11 {
+                3 => None,
+                _ => Some(format!("key {}", row / 4)),
+            })
+            .collect();
+        let values = || cells.iter().map(Option::as_deref);
+        let column: StringChunked = values().collect();
+        let mut all = TextDictionary::default();
+        let codes = all.encode(&column);
+        let mut each = TextDictionary::default();
+        assert_eq!(codes, each.encode_cells(values()));
+        assert_eq!(all.len(), 5_000);
+        // Found again, with runs of values that have no code among them.
+        let asked: Vec<Option<String>> = cells
+            .iter()
+            .enumerate()
+            .map(|(row, cell)| match row % 40 < 8 {
+                true => Some(format!("other {}", row / 4)),
+                false => cell.clone(),
+            })
+            .collect();
+        let asked_values = || asked.iter().map(Option::as_deref);
+        let expected: Vec<u32> = asked_values()
+            .map(|cell| cell.and_then(|text| all.code(text)).unwrap_or(NULL))
+            .collect();
+        let asked_column: StringChunked = asked_values().collect();
+        assert_eq!(all.find(&asked_column), expected);
+        assert!(expected.contains(&NULL) && expected.iter().any(|&code| code != NULL));
+    }
+
     /// The choice between guessing and asking ahead: runs of a value, and new values coded in
     /// order, are in order; values that had codes far from the guess are not.
     #[test]
@@ -796,20 +912,29 @@ mod tests {
             (false, 2),
         ];
         for (known, code) in seen {
-            runs.saw(known, code);
+            runs.saw(if known {
+                Encoded::Known(code)
+            } else {
+                Encoded::New(code)
+            });
         }
         assert!(runs.in_order());
         let mut scattered = Sample::default();
         for code in [5, 90, 3, 41, 41, 17, 60] {
-            scattered.saw(true, code);
+            scattered.saw(Encoded::Known(code));
         }
         assert!(!scattered.in_order());
         // All new: nothing to guess, so the values are asked for ahead.
         let mut new = Sample::default();
         for code in 0..10 {
-            new.saw(false, code);
+            new.saw(Encoded::New(code));
         }
         assert!(!new.in_order());
+        // The rest are taken to be new as often as the sample's values were.
+        assert_eq!(
+            new.new_among(Sample::SIZE * 3 + 100),
+            10 * 3 + 100 * 10 / Sample::SIZE
+        );
     }
 
     #[test]
