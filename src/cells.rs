@@ -65,19 +65,58 @@ where
 
 /// A text column of few distinct values: row `i` is `distinct[rows[i]]`, NULL where
 /// `rows[i]` is None. The values are written once and every row points at its own, so a
-/// value's bytes are not copied once per row.
+/// value's bytes are not copied once per row; each row's view is written in one pass.
 pub fn repeated_texts<S: AsRef<str>>(
     name: &str,
     distinct: &[S],
     rows: impl Iterator<Item = Option<IdxSize>>,
 ) -> StringChunked {
+    use polars_arrow::array::{Array, Utf8ViewArray, View};
+    use polars_arrow::bitmap::MutableBitmap;
+
     let values: StringChunked = distinct.iter().map(|text| Some(text.as_ref())).collect();
-    let rows = IdxCa::from_iter_options(name.into(), rows);
-    // Every row is below `distinct.len()`: the callers number the values they hold.
-    values
-        .take(&rows)
-        .expect("rows index the values")
-        .with_name(name.into())
+    let values = values.rechunk();
+    let values = values.downcast_as_array();
+    let distinct_views = values.views().as_slice();
+    let mut views: Vec<View> = Vec::with_capacity(rows.size_hint().0);
+    let mut validity: Option<MutableBitmap> = None;
+    let mut bytes = 0usize;
+    for row in rows {
+        match row {
+            Some(row) => {
+                // Every row is below `distinct.len()`: the callers number the values they hold.
+                let view = distinct_views[row as usize];
+                bytes += view.length as usize;
+                views.push(view);
+                if let Some(validity) = &mut validity {
+                    validity.push(true);
+                }
+            }
+            None => {
+                validity
+                    .get_or_insert_with(|| {
+                        let mut all = MutableBitmap::with_capacity(views.capacity());
+                        all.extend_constant(views.len(), true);
+                        all
+                    })
+                    .push(false);
+                views.push(View::default());
+            }
+        }
+    }
+    // SAFETY: every view is one of `values`' own (valid UTF-8 in its buffers, which the new
+    // array shares) or the empty inline view of a NULL; `bytes` adds up their lengths.
+    let array = unsafe {
+        Utf8ViewArray::new_unchecked(
+            values.dtype().clone(),
+            views.into(),
+            values.data_buffers().clone(),
+            validity.map(Into::into),
+            Some(bytes),
+            values.total_buffer_len(),
+        )
+    };
+    StringChunked::with_chunk(name.into(), array)
 }
 
 /// A boolean column as polars holds it.

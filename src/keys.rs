@@ -272,42 +272,77 @@ pub fn format_times(
     format: &str,
     zone: Zone,
 ) -> crate::error::Result<Column> {
-    let items: Vec<Item> = StrftimeItems::new(format).collect();
-    let (zones, zone_of_row) = row_zones(frame, zone)?;
-    let times = frame
-        .column(column)
-        .and_then(|times| times.cast(&DataType::Int64))
-        .engine("formatting key times")?;
-    let times = times.i64().engine("formatting key times")?;
-    let mut texts: Vec<String> = Vec::new();
-    let mut formatted: Vec<(i64, u32)> = Vec::new();
-    let mut dictionary = crate::dictionary::Dictionary::default();
-    let mut rows: Vec<Option<IdxSize>> = Vec::with_capacity(times.len());
-    // Rows of one run (or one interval) often follow each other: the row before is the guess.
-    let mut previous: Option<u32> = None;
-    for (row, time) in times.iter().enumerate() {
-        let Some(time) = time else {
-            rows.push(None);
-            continue;
-        };
-        let key = (time, zone_of_row.get(row).copied().unwrap_or(0));
-        let encoded = dictionary.encode(key, previous, |code| formatted[code as usize]);
-        if let crate::dictionary::Encoded::New(_) = encoded {
-            let mut text = String::new();
-            zones[key.1 as usize]
-                .format(time, &items, &mut text)
-                .map_err(|_| Error::Engine {
-                    doing: "formatting key times".into(),
-                    message: format!("`{format}` cannot format {column} = {time} µs"),
-                })?;
-            texts.push(text);
-            formatted.push(key);
-        }
-        previous = Some(encoded.code());
-        rows.push(Some(encoded.code() as IdxSize));
-    }
+    let formatted = FormattedTimes::of(frame, column, format, zone)?;
     let name = formatted_name(column, format, zone);
-    Ok(crate::cells::repeated_texts(&name, &texts, rows.into_iter()).into_column())
+    Ok(formatted.column(&name).into_column())
+}
+
+/// A datetime column formatted ([`format_times`]), as each row's place among the distinct texts.
+pub struct FormattedTimes {
+    texts: Vec<String>,
+    /// Each row's text in `texts`, [`crate::dictionary::NULL`] for a NULL time.
+    rows: Vec<u32>,
+}
+
+impl FormattedTimes {
+    pub fn of(
+        frame: &DataFrame,
+        column: &str,
+        format: &str,
+        zone: Zone,
+    ) -> crate::error::Result<FormattedTimes> {
+        let items: Vec<Item> = StrftimeItems::new(format).collect();
+        let (zones, zone_of_row) = row_zones(frame, zone)?;
+        let times = frame
+            .column(column)
+            .and_then(|times| times.cast(&DataType::Int64))
+            .engine("formatting key times")?;
+        let times = times.i64().engine("formatting key times")?;
+        let mut texts: Vec<String> = Vec::new();
+        let mut formatted: Vec<(i64, u32)> = Vec::new();
+        let mut dictionary = crate::dictionary::Dictionary::default();
+        let mut rows: Vec<u32> = Vec::with_capacity(times.len());
+        // Rows of one run (or one interval) often follow each other: the row before is the
+        // guess.
+        let mut previous: Option<u32> = None;
+        for (row, time) in times.iter().enumerate() {
+            let Some(time) = time else {
+                rows.push(crate::dictionary::NULL);
+                continue;
+            };
+            let key = (time, zone_of_row.get(row).copied().unwrap_or(0));
+            let encoded = dictionary.encode(key, previous, |code| formatted[code as usize]);
+            if let crate::dictionary::Encoded::New(_) = encoded {
+                let mut text = String::new();
+                zones[key.1 as usize]
+                    .format(time, &items, &mut text)
+                    .map_err(|_| Error::Engine {
+                        doing: "formatting key times".into(),
+                        message: format!("`{format}` cannot format {column} = {time} µs"),
+                    })?;
+                texts.push(text);
+                formatted.push(key);
+            }
+            previous = Some(encoded.code());
+            rows.push(encoded.code());
+        }
+        Ok(FormattedTimes { texts, rows })
+    }
+
+    /// The text of a row, None for a NULL time.
+    pub fn get(&self, row: usize) -> Option<&str> {
+        let at = *self.rows.get(row)?;
+        self.texts.get(at as usize).map(String::as_str)
+    }
+
+    /// The texts as a column.
+    pub fn column(&self, name: &str) -> StringChunked {
+        let rows = self
+            .rows
+            .iter()
+            .map(|&at| (at != crate::dictionary::NULL).then_some(at as polars::prelude::IdxSize));
+        crate::cells::repeated_texts(name, &self.texts, rows)
+    }
 }
 
 /// The column a time or conf part is read from: the formatted time (`format_times`) or the
@@ -321,7 +356,7 @@ pub fn column_of(part: &Part) -> Option<String> {
 }
 
 /// Interval placeholders read the audit interval (with its fallbacks), not the raw data interval.
-fn time_column(name: &str) -> &'static str {
+pub fn time_column(name: &str) -> &'static str {
     match name {
         "interval_start" => "iv_start",
         "interval_end" => "iv_end",

@@ -349,22 +349,22 @@ impl Prepared {
         }
         formatted.sort();
         formatted.dedup();
-        for (column, format, zone) in &formatted {
-            let times = crate::keys::format_times(&tries, column, format, *zone)?;
-            tries
-                .with_column(times)
-                .engine("formatting interval times")?;
-        }
+        // Each (column, format, zone) is formatted on one of both cores.
+        let times = crate::parallel::items(formatted.len(), |at| {
+            let (column, format, zone) = &formatted[at];
+            crate::keys::FormattedTimes::of(&tries, column, format, *zone)
+        });
+        let times = Times {
+            formatted: &formatted,
+            times: times.into_iter().collect::<Result<_>>()?,
+        };
         crate::timing::phase("prepare:tries:times", step);
-        let label = interval_label(&tries)?;
-        let expected = expected_key(&config.operations, &tries)?;
-        let mut tries = tries.drop_many(
-            formatted
-                .iter()
-                .map(|(column, format, zone)| crate::keys::formatted_name(column, format, *zone)),
+        let (label, expected) = crate::parallel::side_by_side(
+            || interval_label(&tries, &times),
+            || expected_key(&config.operations, &tries, &times),
         );
         tries
-            .hstack_mut(&[label, expected])
+            .hstack_mut(&[label?, expected?])
             .engine("preparing tries")?;
         crate::timing::phase("prepare:tries", t);
         Ok((tries, pipelines))
@@ -381,15 +381,14 @@ impl Prepared {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
 
-        // The tries' texts are coded, then their runs and the tries themselves, on a thread
-        // of its own while the journal's operations are named.
+        // The tries' texts are coded, then their runs, on a thread of its own while the
+        // journal's operations are named.
         let try_keys = TryKeys::of(&tries)?;
-        let ((texts, runs, index), journal) = std::thread::scope(|threads| {
+        let ((texts, coded, runs), journal) = std::thread::scope(|threads| {
             let coded = Started::start(threads, "coding tries", || {
                 let (texts, coded) = TryTexts::of(&try_keys);
                 let runs = Runs::of(&coded);
-                let index = TryIndex::new(&coded);
-                (texts, runs, index)
+                (texts, coded, runs)
             });
             let journal = name_journal_operations(config, journal, pipelines);
             (coded.finish(), journal)
@@ -398,8 +397,8 @@ impl Prepared {
         crate::timing::phase("prepare:journal:operations", step);
         let step = std::time::Instant::now();
         let journal_keys = texts.find(&TryKeys::of(&journal)?);
-        let (run_row, try_row) = journal_tries(&journal_keys, &index, &runs)?;
-        drop((index, journal_keys, texts));
+        let (run_row, try_row) = journal_tries(&journal_keys, &coded, &runs)?;
+        drop((coded, journal_keys, texts));
         crate::timing::phase("prepare:journal:tries", step);
         let run_count = runs.count();
         let run_codes = column_of_codes(model::tries::RUN_CODE, runs.of_try);
@@ -748,6 +747,8 @@ struct Runs {
     dictionary: CopiedDictionary<(u32, u32)>,
     first_rows: Vec<IdxSize>,
     of_try: Vec<u32>,
+    /// Each run's tries, in row order.
+    tries: Grouped,
 }
 
 impl Runs {
@@ -758,19 +759,42 @@ impl Runs {
             runs.map(|(&dag, &run)| (dag != NULL && run != NULL).then_some((dag, run))),
             tries.dag.len(),
         );
+        let count = dictionary.len();
         Runs {
-            first_rows: first_rows(&of_try, dictionary.len()),
+            first_rows: first_rows(&of_try, count),
+            tries: Grouped::new(count, || {
+                of_try.iter().map(|&run| (run != NULL).then_some(run))
+            }),
             dictionary,
             of_try,
         }
     }
 
-    /// The code of a run (its dag and run id codes), None if no try has it.
-    fn get(&self, dag: u32, run: u32) -> Option<u32> {
-        if dag == NULL || run == NULL {
-            return None;
-        }
-        self.dictionary.find((dag, run), None)
+    /// The run code of each of `rows` of `frame` ([`NULL`] where no try has its run).
+    fn codes(&self, frame: &CodedTryColumns, rows: Range<usize>) -> Vec<u32> {
+        let count = rows.len();
+        let runs = rows.map(|row| {
+            let (dag, run) = (frame.dag[row], frame.run[row]);
+            (dag != NULL && run != NULL).then_some((dag, run))
+        });
+        self.dictionary.find_all(runs, count)
+    }
+
+    /// The first try of `run` (in row order) with the task, map index and try number of
+    /// `values`, one of `frame`'s rows' (texts coded as the tries' are); None where a value is
+    /// NULL. A run has few tries: they are looked at in turn.
+    fn own_try(&self, run: u32, values: TryValues, tries: &CodedTryColumns) -> Option<IdxSize> {
+        let (_, _, task, map, number) = complete(values)?;
+        self.tries
+            .of(run)
+            .iter()
+            .find(|&&row| {
+                let row = row as usize;
+                tries.task[row] == task
+                    && tries.map.get(row) == Some(map)
+                    && tries.number.get(row) == Some(number)
+            })
+            .map(|&row| row as IdxSize)
     }
 
     /// A run's first try.
@@ -780,41 +804,6 @@ impl Runs {
 
     fn count(&self) -> usize {
         self.first_rows.len()
-    }
-}
-
-/// The audited tries coded by their `TRY` values (texts coded, [`TryTexts`]), for journal rows
-/// to find their own: a journal row costs one hash of five integers and one probe, or none
-/// when its try is the one the row before named, or the try after it.
-struct TryIndex {
-    dictionary: CopiedDictionary<CodedTry>,
-    /// The first try with each code's values (tries with the same values are one code).
-    first_rows: Vec<IdxSize>,
-}
-
-impl TryIndex {
-    /// Tries with a NULL among their `TRY` values are left out: no journal row can name them.
-    /// Of tries with the same values, the first is the one found.
-    fn new(tries: &CodedTryColumns) -> TryIndex {
-        let rows = tries.dag.len();
-        let mut dictionary = CopiedDictionary::with_capacity(rows);
-        let codes = dictionary.encode_all((0..rows).map(|row| complete(tries.values(row))), rows);
-        TryIndex {
-            first_rows: first_rows(&codes, dictionary.len()),
-            dictionary,
-        }
-    }
-
-    /// The code of the try each of `rows` of `journal` names ([`NULL`] where none does).
-    fn codes(&self, journal: &CodedTryColumns, rows: Range<usize>) -> Vec<u32> {
-        let count = rows.len();
-        self.dictionary
-            .find_all(rows.map(|row| complete(journal.values(row))), count)
-    }
-
-    /// The row of a try's code.
-    fn row(&self, code: u32) -> IdxSize {
-        self.first_rows[code as usize]
     }
 }
 
@@ -835,26 +824,26 @@ fn first_rows(codes: &[u32], count: usize) -> Vec<IdxSize> {
 /// interval and their try, as lookups on both cores instead of joins on string columns.
 fn journal_tries(
     journal: &CodedTryColumns,
-    index: &TryIndex,
+    tries: &CodedTryColumns,
     runs: &Runs,
 ) -> Result<(IdxCa, IdxCa)> {
-    // (run row, try row) of each journal row. A row of its own try is a row of its run; rows
-    // of tasks that are not operations (or of tries the audit lacks) take their run's first
-    // try. A try's rows are often read one after another: a row of the same try as the row
-    // before it takes that row's answer without a lookup.
+    // (run row, try row) of each journal row. A row's own try is one of its run's tries, found
+    // among them; rows of tasks that are not operations (or of tries the audit lacks) take
+    // their run's first try. A try's rows are often read one after another: a row of the same
+    // try as the row before it takes that row's answer.
     let lookup = |part: Range<usize>| -> Vec<RunAndTry> {
-        let own_codes = index.codes(journal, part.clone());
+        let run_codes = runs.codes(journal, part.clone());
         let mut previous: Option<(TryValues, RunAndTry)> = None;
-        part.zip(own_codes)
-            .map(|(row, own)| {
+        part.zip(run_codes)
+            .map(|(row, run)| {
                 let values = journal.values(row);
                 match previous {
                     Some((before, found)) if before == values => found,
                     _ => {
-                        let own_row = (own != NULL).then(|| index.row(own));
-                        let run = || runs.get(values.0, values.1);
+                        let run = (run != NULL).then_some(run);
+                        let own_row = run.and_then(|run| runs.own_try(run, values, tries));
                         let found = (
-                            own_row.or_else(|| run().map(|run| runs.first_row(run))),
+                            own_row.or_else(|| run.map(|run| runs.first_row(run))),
                             own_row,
                         );
                         previous = Some((values, found));
@@ -1063,16 +1052,35 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
 
 const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
+/// The tries' times formatted as labels and key templates need them, by (column, format, zone).
+struct Times<'f> {
+    formatted: &'f [(&'static str, String, crate::keys::Zone)],
+    times: Vec<crate::keys::FormattedTimes>,
+}
+
+impl Times<'_> {
+    fn of(
+        &self,
+        column: &str,
+        format: &str,
+        zone: crate::keys::Zone,
+    ) -> Result<&crate::keys::FormattedTimes> {
+        self.formatted
+            .iter()
+            .position(|(c, f, z)| *c == column && f == format && *z == zone)
+            .map(|at| &self.times[at])
+            .ok_or_else(|| crate::error::Error::Engine {
+                doing: "preparing tries".into(),
+                message: format!("{column} was not formatted as {format}"),
+            })
+    }
+}
+
 /// The interval as people write it: `start/end`, or one instant for a point interval. Each
 /// distinct interval's label is written once (a run's tries, and the runs of many DAGs, share
 /// an interval).
-fn interval_label(tries: &DataFrame) -> Result<Column> {
-    let text = |column: &str| {
-        crate::cells::text_column(
-            tries,
-            &crate::keys::formatted_name(column, LABEL_FORMAT, crate::keys::UTC),
-        )
-    };
+fn interval_label(tries: &DataFrame, times: &Times<'_>) -> Result<Column> {
+    let text = |column: &str| times.of(column, LABEL_FORMAT, crate::keys::UTC);
     let (start_text, end_text) = (text("iv_start")?, text("iv_end")?);
     let int = |name: &str| crate::cells::int_column(tries, name);
     let (start, end) = (int("iv_start")?, int("iv_end")?);
@@ -1081,11 +1089,9 @@ fn interval_label(tries: &DataFrame) -> Result<Column> {
     let mut dictionary = Dictionary::default();
     let mut previous: Option<u32> = None;
     let mut rows = Vec::with_capacity(tries.height());
-    let times = start
-        .iter()
-        .zip(end.iter())
-        .zip(start_text.iter().zip(end_text.iter()));
-    for ((start, end), (from, to)) in times {
+    let times = start.iter().zip(end.iter()).enumerate();
+    for (row, (start, end)) in times {
+        let (from, to) = (start_text.get(row), end_text.get(row));
         // The texts are NULL exactly where the times are: no start, no label.
         let (Some(start), Some(from)) = (start, from) else {
             rows.push(None);
@@ -1107,7 +1113,7 @@ fn interval_label(tries: &DataFrame) -> Result<Column> {
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
 /// row by row into one column, with no intermediate column per part.
-fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
+fn expected_key(operations: &[Operation], tries: &DataFrame, times: &Times<'_>) -> Result<Column> {
     use crate::keys::Part;
     // One entry per distinct template; each operation points at its template's entry.
     let mut templates: Vec<&crate::keys::KeyTemplate> = Vec::new();
@@ -1128,6 +1134,7 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
     enum Source<'t> {
         Literal(&'t str),
         Column(StringChunked),
+        Time(&'t crate::keys::FormattedTimes),
     }
     let text_of = |name: &str| crate::cells::text_column(tries, name);
     let sources: Vec<Vec<Source<'_>>> = templates
@@ -1140,7 +1147,10 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
                     Ok(match part {
                         Part::Literal(text) => Source::Literal(text),
                         Part::Field(name) => Source::Column(text_of(name)?),
-                        Part::Time(..) | Part::Conf(_) => {
+                        Part::Time(name, format, zone) => {
+                            Source::Time(times.of(crate::keys::time_column(name), format, *zone)?)
+                        }
+                        Part::Conf(_) => {
                             let name = crate::keys::column_of(part).unwrap_or_default();
                             Source::Column(text_of(&name)?)
                         }
@@ -1166,6 +1176,13 @@ fn expected_key(operations: &[Operation], tries: &DataFrame) -> Result<Column> {
             match part {
                 Source::Literal(text) => key.push_str(text),
                 Source::Column(column) => match column.get(row) {
+                    Some(text) => key.push_str(text),
+                    None => {
+                        keys.append_null();
+                        continue 'rows;
+                    }
+                },
+                Source::Time(times) => match times.get(row) {
                     Some(text) => key.push_str(text),
                     None => {
                         keys.append_null();
