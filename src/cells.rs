@@ -119,6 +119,77 @@ pub fn repeated_texts<S: AsRef<str>>(
     StringChunked::with_chunk(name.into(), array)
 }
 
+/// Rows in runs: rows one after another whose cells in each of some text columns have the same
+/// view (the same bytes inline, or at the same place of the same buffer, as the cells of a
+/// string a Parquet dictionary holds once) and the same validity hold the same values, so work
+/// on their values is done once a run. Equal values in different views start runs of their
+/// own: a run is never two values, but one value may be several runs.
+pub struct Runs {
+    /// The first row of each run.
+    starts: Vec<u32>,
+    rows: usize,
+}
+
+impl Runs {
+    /// How many leading rows [`Runs::of`] looks at to tell whether runs are worth it.
+    const SAMPLE: usize = 4096;
+
+    /// The runs of `columns` (of one length); None where one has several chunks, or where the
+    /// first rows are mostly runs of one row (each run would then be a row).
+    pub fn of(columns: &[&StringChunked]) -> Option<Runs> {
+        use polars_arrow::array::Array as _;
+
+        let rows = columns.first()?.len();
+        let mut arrays = Vec::with_capacity(columns.len());
+        for column in columns {
+            if column.chunks().len() != 1 || column.len() != rows {
+                return None;
+            }
+            arrays.push(column.downcast_iter().next()?);
+        }
+        let cells: Vec<_> = arrays
+            .iter()
+            .map(|array| (array.views().as_slice(), array.validity()))
+            .collect();
+        let same = |row: usize| {
+            cells.iter().all(|(views, validity)| {
+                views[row].as_u128() == views[row - 1].as_u128()
+                    && validity.is_none_or(|valid| valid.get_bit(row) == valid.get_bit(row - 1))
+            })
+        };
+        let sampled = rows.min(Self::SAMPLE);
+        let sample_runs = (1..sampled).filter(|&row| !same(row)).count() + 1;
+        if sampled == 0 || sample_runs * 4 > sampled * 3 {
+            return None;
+        }
+        let mut starts = vec![0];
+        starts.extend((1..rows).filter(|&row| !same(row)).map(|row| row as u32));
+        Some(Runs { starts, rows })
+    }
+
+    pub fn count(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// The first row of each run.
+    pub fn starts(&self) -> &[u32] {
+        &self.starts
+    }
+
+    /// Each row's value, from each run's.
+    pub fn spread<T: Clone>(&self, per_run: &[T]) -> Vec<T> {
+        let mut all = Vec::with_capacity(self.rows);
+        for (at, value) in per_run.iter().enumerate() {
+            let end = self
+                .starts
+                .get(at + 1)
+                .map_or(self.rows, |&next| next as usize);
+            all.resize(end, value.clone());
+        }
+        all
+    }
+}
+
 /// A boolean column as polars holds it.
 pub fn flag_column(df: &DataFrame, name: &str) -> Result<BooleanChunked> {
     Ok(df.column(name).engine(name)?.bool().engine(name)?.clone())

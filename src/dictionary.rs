@@ -30,6 +30,8 @@ use std::hash::{BuildHasher, Hash};
 
 use polars::prelude::{PlRandomState, StringChunked};
 
+use crate::cells::Runs;
+
 use crate::ahead::{FAR, NEAR, prefetch};
 
 /// The code of a NULL cell in the code vectors of [`TextDictionary`].
@@ -642,6 +644,13 @@ impl<'a> TextDictionary<'a> {
     /// ([`Dictionary::encode_all`]: by guesses where the cells come in order, else asking for
     /// their memory ahead).
     pub fn encode(&mut self, column: &'a StringChunked) -> Vec<u32> {
+        if let Some(runs) = Runs::of(&[column]) {
+            let cells = runs.starts().iter().map(|&row| column.get(row as usize));
+            let codes =
+                self.dictionary
+                    .encode_all(cells, runs.count(), &mut Texts(&mut self.texts));
+            return runs.spread(&codes);
+        }
         self.dictionary
             .encode_all(column.iter(), column.len(), &mut Texts(&mut self.texts))
     }
@@ -674,6 +683,13 @@ impl<'a> TextDictionary<'a> {
     /// ([`Dictionary::find_all`]: by guesses where the cells come in order, else asking for
     /// their memory ahead).
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
+        if let Some(runs) = Runs::of(&[column]) {
+            let cells = runs.starts().iter().map(|&row| column.get(row as usize));
+            let codes = self
+                .dictionary
+                .find_all(cells, runs.count(), &Texts(&self.texts));
+            return runs.spread(&codes);
+        }
         self.dictionary
             .find_all(column.iter(), column.len(), &Texts(&self.texts))
     }
@@ -731,6 +747,7 @@ fn each_cell<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use polars::prelude::ChunkTake as _;
 
     fn column(cells: &[Option<&str>]) -> StringChunked {
         cells.iter().copied().collect()
@@ -896,6 +913,50 @@ mod tests {
         let asked_column: StringChunked = asked_values().collect();
         assert_eq!(all.find(&asked_column), expected);
         assert!(expected.contains(&NULL) && expected.iter().any(|&code| code != NULL));
+    }
+
+    /// Cells that share their views (a string a Parquet dictionary held once, gathered to many
+    /// rows), NULLs beside empty strings (their views are alike), long and short strings: coded
+    /// and found run by run as one by one.
+    #[test]
+    fn runs_of_one_view_are_coded_as_their_cells() {
+        let distinct: StringChunked = [
+            Some("a key long enough not to be inline, one"),
+            Some(""),
+            None,
+            Some("short"),
+            Some("a key long enough not to be inline, two"),
+        ]
+        .into_iter()
+        .collect();
+        let rows: Vec<polars::prelude::IdxSize> =
+            (0..30_000u32).map(|row| (row / 5 + row / 7) % 5).collect();
+        let column = distinct
+            .take(&polars::prelude::IdxCa::from_vec("rows".into(), rows))
+            .unwrap();
+        assert!(Runs::of(&[&column]).is_some_and(|runs| runs.count() < column.len() / 2));
+        let known = column_of(&["short"]);
+        let (mut whole, mut each) = (TextDictionary::default(), TextDictionary::default());
+        whole.encode(&known);
+        each.encode(&known);
+        let codes = whole.encode(&column);
+        assert_eq!(codes, each.encode_cells(column.iter()));
+        assert_eq!(whole.len(), 4);
+        let expected: Vec<u32> = column
+            .iter()
+            .map(|cell| cell.and_then(|text| each.code(text)).unwrap_or(NULL))
+            .collect();
+        let some = column_of(&["", "short"]);
+        let mut fresh = TextDictionary::default();
+        fresh.encode(&some);
+        assert_eq!(
+            fresh.find(&column),
+            column
+                .iter()
+                .map(|cell| cell.and_then(|text| fresh.code(text)).unwrap_or(NULL))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(whole.find(&column), expected);
     }
 
     /// The choice between guessing and asking ahead: runs of a value, and new values coded in

@@ -933,9 +933,20 @@ fn operation_columns(
     // Per pipeline, once matched: its operation name's index in `names`, None for no operation.
     let mut name_of: Vec<Option<Option<IdxSize>>> = Vec::new();
     let mut previous: Option<u32> = None;
-    let mut rows = Vec::with_capacity(frame.height());
-    let mut pipeline = Vec::with_capacity(frame.height());
-    for pair in dags.iter().zip(tasks.iter()) {
+    // Rows of one DAG's task often follow each other (cells::Runs): each run is named once.
+    let runs = crate::cells::Runs::of(&[&dags, &tasks]);
+    let count = runs.as_ref().map_or(frame.height(), |runs| runs.count());
+    let mut rows = Vec::with_capacity(count);
+    let mut pipeline = Vec::with_capacity(count);
+    let pairs: Box<dyn Iterator<Item = (Option<&str>, Option<&str>)>> = match &runs {
+        Some(runs) => Box::new(
+            runs.starts()
+                .iter()
+                .map(|&row| (dags.get(row as usize), tasks.get(row as usize))),
+        ),
+        None => Box::new(dags.iter().zip(tasks.iter())),
+    };
+    for pair in pairs {
         let (Some(dag), Some(task)) = pair else {
             rows.push(None);
             pipeline.push(None);
@@ -959,6 +970,10 @@ fn operation_columns(
         });
         rows.push(name);
         pipeline.push(name.map(|_| code));
+    }
+    if let Some(runs) = &runs {
+        rows = runs.spread(&rows);
+        pipeline = runs.spread(&pipeline);
     }
     Ok([
         crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column(),
