@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 
 use crate::ahead;
-use crate::cells::one_chunk;
+use crate::cells::{IntArray, one_array, one_chunk};
 use crate::dictionary::NULL as NONE;
 use crate::error::{EngineContext, Result};
 use crate::prepare::{Intervals, Prepared, model};
@@ -79,9 +79,8 @@ pub fn compute(prepared: &Prepared) -> Result<Verdicts> {
     crate::timing::phase("verdicts:first_live", t);
     let t = std::time::Instant::now();
 
-    let int = |name: &str| -> Result<Int64Chunked> {
-        Ok(one_chunk(crate::cells::int_column(tries, name)?))
-    };
+    let int =
+        |name: &str| -> Result<IntArray> { Ok(one_array(&crate::cells::int_column(tries, name)?)) };
     let facts = VerdictInputs {
         journal,
         objects,
@@ -90,8 +89,8 @@ pub fn compute(prepared: &Prepared) -> Result<Verdicts> {
         start: int("start_date")?,
         end: int("end_date")?,
         iv_start: int("iv_start")?,
-        expected_key: one_chunk(crate::cells::code_column(tries, model::KEY_CODE)?),
-        states: one_chunk(crate::cells::text_column(tries, "state")?),
+        expected_key: one_array(&crate::cells::code_column(tries, model::KEY_CODE)?),
+        failed_state: failed_states(&crate::cells::text_column(tries, "state")?),
     };
     // The tries are judged in two halves, one on a thread of its own.
     let mut parts =
@@ -196,11 +195,12 @@ struct VerdictInputs<'a> {
     objects: Objects<'a>,
     intervals: &'a Intervals,
     first_live: Vec<Option<u32>>,
-    start: Int64Chunked,
-    end: Int64Chunked,
-    iv_start: Int64Chunked,
-    expected_key: UInt32Chunked,
-    states: StringChunked,
+    start: IntArray,
+    end: IntArray,
+    iv_start: IntArray,
+    expected_key: CodeArray,
+    /// Whether each try's state is a failure's; None where it has none.
+    failed_state: Vec<Option<bool>>,
 }
 
 /// The verdict (its place in `VERDICTS`), the key and the object of a range of tries.
@@ -229,15 +229,18 @@ impl VerdictInputs<'_> {
             end,
             iv_start,
             expected_key,
-            states,
+            failed_state,
         } = self;
         let mut keys = Vec::with_capacity(rows.len());
         let mut objects_of = Vec::with_capacity(rows.len());
         let mut verdicts = Vec::with_capacity(rows.len());
         // Tries in no order read their journal rows and objects from all over: each row asks
         // for them a few rows ahead (`crate::ahead`).
-        let (key_ids, ids) = (ahead::values(&journal.key_ids), ahead::values(&journal.ids));
-        let created = ahead::values(&objects.created);
+        let (key_ids, ids) = (
+            journal.key_ids.values().as_slice(),
+            journal.ids.values().as_slice(),
+        );
+        let created = objects.created.values().as_slice();
         // What a try names: its journal rows' cells, its interval's first live object.
         let far = |row: usize| {
             let Some(rows) = journal.of_try.get(row) else {
@@ -245,11 +248,9 @@ impl VerdictInputs<'_> {
             };
             if let Some(first) = rows.first {
                 ahead::ask(key_ids, first as usize);
-                ahead::ask_text(&journal.keys, first as usize);
             }
             if let Some(committed) = rows.committed {
                 ahead::ask(ids, committed as usize);
-                ahead::ask_text(&journal.external_id, committed as usize);
             }
             if let Some(group) = intervals.of_try(row) {
                 ahead::ask(first_live, group as usize);
@@ -274,22 +275,21 @@ impl VerdictInputs<'_> {
                 .and_then(|group| first_live.get(group as usize))
             {
                 ahead::ask(created, *first as usize);
-                ahead::ask_text(&objects.ids, *first as usize);
+                ahead::ask(objects.id_codes.values().as_slice(), *first as usize);
             }
         };
         ahead::each_row(rows, far, near, |row| {
             let rows = journal.of_try.get(row).copied().unwrap_or_default();
             // The try's key: that of its first journal row, else the expected one.
-            let (key_of, key) = match rows.first.map(|r| (r, journal.key(r))) {
-                Some((first, (Some(_), key))) => (KeyOf::Journal(first), key),
-                _ => (KeyOf::Expected, expected_key.get(row).unwrap_or(NONE)),
+            let (key_of, key) = match rows.first.and_then(|r| Some((r, journal.key(r)?))) {
+                Some((first, key)) => (KeyOf::Journal(first), key),
+                None => (KeyOf::Expected, expected_key.get(row).unwrap_or(NONE)),
             };
+            // Objects are told apart by their id codes (the journal's and the provider's are
+            // coded alike).
             let committed = rows.committed.map(|r| {
                 let object = journal.object(r, objects);
-                (
-                    journal.external_id.get(r as usize).map(|id| (id, r)),
-                    object,
-                )
+                (journal.ids.get(r as usize).map(|id| (id, r)), object)
             });
             // The earliest object it created under its key while it ran.
             let created = match (key, start.get(row)) {
@@ -310,8 +310,8 @@ impl VerdictInputs<'_> {
                 .and_then(|(_, object)| object)
                 .and_then(|object| objects.created.get(object as usize));
             let committed_object = committed.and_then(|(_, object)| object);
-            let created_id =
-                created.and_then(|object| objects.ids.get(object as usize).map(|id| (id, object)));
+            let created_id = created
+                .and_then(|object| objects.id_codes.get(object as usize).map(|id| (id, object)));
             let created_created = created.and_then(|object| objects.created.get(object as usize));
             let (object, object_of) = match (committed.and_then(|(id, _)| id), created_id) {
                 (Some((id, r)), _) => (Some(id), ObjectOf::Journal(r)),
@@ -326,7 +326,7 @@ impl VerdictInputs<'_> {
                 .and_then(|group| first_live[group as usize])
                 .map(|first| {
                     (
-                        objects.ids.get(first as usize),
+                        objects.id_codes.get(first as usize),
                         objects.created.get(first as usize),
                     )
                 });
@@ -336,9 +336,7 @@ impl VerdictInputs<'_> {
                 }
                 _ => false,
             };
-            let failed_state = states
-                .get(row)
-                .map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"));
+            let failed_state = failed_state[row];
             // An object of another interval (a key collision, K003: another day, or another DAG
             // of a glob operation) is not this interval's replay.
             let own_interval = match committed_object {
@@ -400,10 +398,9 @@ struct TryJournal {
 
 struct Journal {
     of_try: Vec<TryJournal>,
-    keys: StringChunked,
-    key_ids: UInt32Chunked,
-    ids: UInt32Chunked,
-    external_id: StringChunked,
+    /// Each row's key code and object id code (NULL where it has none).
+    key_ids: CodeArray,
+    ids: CodeArray,
 }
 
 impl Journal {
@@ -412,7 +409,7 @@ impl Journal {
         let text = |name: &str| crate::cells::text_column(frame, name);
         let phases = text("phase")?;
         let recorded = one_chunk(crate::cells::int_column(frame, "recorded_at")?);
-        let external_id = text("external_id")?;
+        let ids = one_array(&prepared.journal_external_id_codes()?);
         let try_row = prepared.journal_try_rows()?;
         let mut of_try = vec![TryJournal::default(); prepared.tries.height()];
         let order = crate::model::JournalOrder::of(frame)?;
@@ -444,7 +441,7 @@ impl Journal {
                 _ => {}
             }
             if matches!(phase, Some("committed" | "reconciled"))
-                && external_id.get(row as usize).is_some()
+                && ids.get(row as usize).is_some()
                 && rows.committed.is_none_or(|first| earlier(row, first))
             {
                 rows.committed = Some(row);
@@ -452,16 +449,14 @@ impl Journal {
         }
         Ok(Journal {
             of_try,
-            keys: text("op_key")?,
-            key_ids: one_chunk(prepared.journal_key_codes()?),
-            ids: one_chunk(prepared.journal_external_id_codes()?),
-            external_id,
+            key_ids: one_array(&prepared.journal_key_codes()?),
+            ids,
         })
     }
 
-    fn key(&self, row: u32) -> (Option<&str>, u32) {
-        let row = row as usize;
-        (self.keys.get(row), self.key_ids.get(row).unwrap_or(NONE))
+    /// The key code of a row, None where it has no key.
+    fn key(&self, row: u32) -> Option<u32> {
+        self.key_ids.get(row as usize)
     }
 
     /// The row of the object a journal row names, if the provider lists it.
@@ -472,9 +467,11 @@ impl Journal {
 }
 
 struct Objects<'a> {
-    ids: StringChunked,
-    created: Int64Chunked,
-    iv_start: Int64Chunked,
+    ids: TextArray,
+    /// Each object's id code, as the journal's ids are coded.
+    id_codes: CodeArray,
+    created: IntArray,
+    iv_start: IntArray,
     live: BooleanChunked,
     /// The pipeline interval of each object, where a try has it.
     interval: Vec<Option<u32>>,
@@ -486,11 +483,12 @@ struct Objects<'a> {
 impl Objects<'_> {
     fn of(prepared: &Prepared) -> Result<Objects<'_>> {
         let frame = &prepared.objects;
-        let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(one_chunk(crate::cells::int_column(frame, name)?))
+        let int = |name: &str| -> Result<IntArray> {
+            Ok(one_array(&crate::cells::int_column(frame, name)?))
         };
         Ok(Objects {
-            ids: crate::cells::text_column(frame, "external_id")?,
+            ids: one_array(&crate::cells::text_column(frame, "external_id")?),
+            id_codes: one_array(&prepared.object_external_id_codes()?),
             created: int("created_at")?,
             iv_start: int("iv_start")?,
             live: crate::cells::flag_column(frame, "live")?,
@@ -507,6 +505,30 @@ impl Objects<'_> {
     /// Objects in the order they appeared: by creation time (NULL first), then id.
     fn order(&self, row: u32) -> (Option<i64>, Option<&str>) {
         (self.created.get(row as usize), self.ids.get(row as usize))
+    }
+}
+
+/// A code column's cells in one array.
+type CodeArray = <UInt32Type as PolarsDataType>::Array;
+/// A text column's cells in one array.
+type TextArray = <StringType as PolarsDataType>::Array;
+
+/// Whether each try's state is a failure's (`failed`, `up_for_retry`, `upstream_failed`), None
+/// where it has none; a run of one state (`cells::Runs`) is looked at once.
+fn failed_states(states: &StringChunked) -> Vec<Option<bool>> {
+    let failed = |state: Option<&str>| {
+        state.map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"))
+    };
+    match crate::cells::Runs::of(&[states]) {
+        Some(runs) => {
+            let per_run: Vec<Option<bool>> = runs
+                .starts()
+                .iter()
+                .map(|&row| failed(states.get(row as usize)))
+                .collect();
+            runs.spread(&per_run)
+        }
+        None => states.iter().map(failed).collect(),
     }
 }
 
