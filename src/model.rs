@@ -315,6 +315,33 @@ impl ProviderWindow {
 /// The journal phases every journal is mapped onto.
 pub const PHASES: [&str; 4] = ["intent", "committed", "failed", "reconciled"];
 
+/// A journal row's phase, one of [`PHASES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Intent,
+    Committed,
+    Failed,
+    Reconciled,
+}
+
+impl Phase {
+    /// The phase a cell names; None for a text that is not one of [`PHASES`].
+    pub fn of(text: &str) -> Option<Phase> {
+        match text {
+            "intent" => Some(Phase::Intent),
+            "committed" => Some(Phase::Committed),
+            "failed" => Some(Phase::Failed),
+            "reconciled" => Some(Phase::Reconciled),
+            _ => None,
+        }
+    }
+
+    /// Whether it says the operation's outcome is known (see [`is_done`]).
+    pub fn done(self) -> bool {
+        matches!(self, Phase::Committed | Phase::Reconciled)
+    }
+}
+
 /// Whether a phase says the operation's outcome is known: a committed row, or a reconciled
 /// one (a later check found the object).
 pub fn is_done(phase: Expr) -> Expr {

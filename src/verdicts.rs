@@ -19,6 +19,7 @@ use crate::ahead;
 use crate::cells::{IntArray, one_array, one_chunk};
 use crate::dictionary::NULL as NONE;
 use crate::error::{EngineContext, Result};
+use crate::model::Phase;
 use crate::prepare::{Intervals, Prepared, model};
 
 pub const VERDICTS: [&str; 7] = [
@@ -406,8 +407,7 @@ struct Journal {
 impl Journal {
     fn of(prepared: &Prepared) -> Result<Journal> {
         let frame = &prepared.journal;
-        let text = |name: &str| crate::cells::text_column(frame, name);
-        let phases = text("phase")?;
+        let phases = prepared.journal_phases()?;
         let recorded = one_chunk(crate::cells::int_column(frame, "recorded_at")?);
         let ids = one_array(&prepared.journal_external_id_codes()?);
         let try_row = prepared.journal_try_rows()?;
@@ -417,7 +417,7 @@ impl Journal {
         // Journal rows in no order update their tries' entries all over: each row asks for the
         // entry of the row a few on, and for the time of that entry's first row (`crate::ahead`).
         let (try_rows, recorded_at) = (ahead::values(&try_row), ahead::values(&recorded));
-        for (row, (try_row, phase)) in try_row.iter().zip(phases.iter()).enumerate() {
+        for (row, (try_row, &phase)) in try_row.iter().zip(phases).enumerate() {
             if let Some(&far) = try_rows.get(row + ahead::FAR) {
                 ahead::ask(&of_try, far as usize);
             }
@@ -435,12 +435,12 @@ impl Journal {
                 rows.first = Some(row);
             }
             match phase {
-                Some("intent") => rows.intent = true,
-                Some("failed") => rows.failed = true,
-                Some("reconciled") => rows.reconciled = true,
+                Some(Phase::Intent) => rows.intent = true,
+                Some(Phase::Failed) => rows.failed = true,
+                Some(Phase::Reconciled) => rows.reconciled = true,
                 _ => {}
             }
-            if matches!(phase, Some("committed" | "reconciled"))
+            if phase.is_some_and(Phase::done)
                 && ids.get(row as usize).is_some()
                 && rows.committed.is_none_or(|first| earlier(row, first))
             {

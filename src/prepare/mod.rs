@@ -85,9 +85,18 @@ pub struct Prepared {
     pub committed_keys: Vec<bool>,
     /// Indexes over `objects`, worked out once when first asked for.
     object_indexes: ObjectIndexes,
+    /// Indexes over `journal`, likewise.
+    journal_indexes: JournalIndexes,
     /// Provider objects a `--dag` audit left out because no DAG claims them (`objects`' columns;
     /// no rows otherwise): not the audit's to report, but still what exists for an interval.
     pub unclaimed: DataFrame,
+}
+
+/// What is worked out from `Prepared::journal` when first asked for (the journal is not
+/// changed once prepared).
+#[derive(Default)]
+struct JournalIndexes {
+    phases: std::sync::OnceLock<Vec<Option<crate::model::Phase>>>,
 }
 
 /// What is worked out from `Prepared::objects` when first asked for.
@@ -192,6 +201,28 @@ impl Prepared {
             }
         }
         Ok(rows)
+    }
+
+    /// The phase of each journal row (None where it is NULL), read once: each run of one phase
+    /// (`cells::Runs`) is matched once.
+    pub fn journal_phases(&self) -> Result<&[Option<crate::model::Phase>]> {
+        if let Some(known) = self.journal_indexes.phases.get() {
+            return Ok(known);
+        }
+        let texts = crate::cells::text_column(&self.journal, "phase")?;
+        let phase = |text: Option<&str>| text.and_then(crate::model::Phase::of);
+        let phases = match crate::cells::Runs::of(&[&texts]) {
+            Some(runs) => {
+                let per_run: Vec<_> = runs
+                    .starts()
+                    .iter()
+                    .map(|&row| phase(texts.get(row as usize)))
+                    .collect();
+                runs.spread(&per_run)
+            }
+            None => texts.iter().map(phase).collect(),
+        };
+        Ok(self.journal_indexes.phases.get_or_init(|| phases))
     }
 
     /// The pipeline interval of each row of `objects`, where a try has it. Two threads asking
@@ -464,6 +495,7 @@ impl Prepared {
             intervals,
             committed_keys,
             object_indexes: ObjectIndexes::default(),
+            journal_indexes: JournalIndexes::default(),
             unclaimed: DataFrame::empty(),
         })
     }

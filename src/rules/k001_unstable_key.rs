@@ -35,10 +35,10 @@ impl_rule!(UnstableKey, check, repair, ChangedPart);
 fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The intents with an interval, and the intervals whose intents used more than one key.
     let journal = &prepared.journal;
-    let phases = crate::cells::text_column(journal, "phase")?;
+    let phases = prepared.journal_phases()?;
     let starts = crate::cells::int_column(journal, "iv_start")?;
     let intents: Vec<IdxSize> = (phases.iter().zip(starts.iter()).enumerate())
-        .filter(|(_, (phase, start))| *phase == Some("intent") && start.is_some())
+        .filter(|(_, (phase, start))| **phase == Some(crate::model::Phase::Intent) && start.is_some())
         .map(|(row, _)| row as IdxSize)
         .collect();
     let keys = one_chunk(prepared.journal_key_codes()?);

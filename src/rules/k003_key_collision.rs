@@ -37,9 +37,9 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The intents, and the keys (NULL among them) whose intents came from more than one DAG
     // or named more than one interval.
     let journal = &prepared.journal;
-    let phases = crate::cells::text_column(journal, "phase")?;
+    let phases = prepared.journal_phases()?;
     let intents: Vec<IdxSize> = (phases.iter().enumerate())
-        .filter(|(_, phase)| *phase == Some("intent"))
+        .filter(|(_, phase)| **phase == Some(crate::model::Phase::Intent))
         .map(|(row, _)| row as IdxSize)
         .collect();
     let keys = one_chunk(prepared.journal_key_codes()?);

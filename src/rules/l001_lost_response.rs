@@ -45,10 +45,10 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Per key code: whether an intent was written under it, and whether an object lost
     // under it (arrays indexed by key code, not joins).
     let journal_keys = prepared.journal_key_codes()?;
-    let phases = crate::cells::text_column(&prepared.journal, "phase")?;
+    let phases = prepared.journal_phases()?;
     let mut intended = prepared.codes.per_key(false);
-    for (key, phase) in journal_keys.iter().zip(phases.iter()) {
-        if let (Some(key), Some("intent")) = (key, phase) {
+    for (key, phase) in journal_keys.iter().zip(phases) {
+        if let (Some(key), Some(crate::model::Phase::Intent)) = (key, phase) {
             intended[key as usize] = true;
         }
     }

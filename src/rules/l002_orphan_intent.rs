@@ -1,4 +1,4 @@
-use crate::model::Table;
+use crate::model::{Phase, Table};
 use crate::ahead;
 use crate::cells::{groups, ints, one_chunk};
 use crate::error::Result;
@@ -39,14 +39,14 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Per key code: an intent, a committed or reconciled row, the first intent's time, an
     // object under it (arrays indexed by key code, not group-bys and joins).
     let keys = one_chunk(prepared.journal_key_codes()?);
-    let phases = crate::cells::text_column(&prepared.journal, "phase")?;
+    let phases = prepared.journal_phases()?;
     let recorded = crate::cells::int_column(&prepared.journal, "recorded_at")?;
     let mut done = prepared.codes.per_key(false);
     let mut first_intent: Vec<Option<Option<i64>>> = prepared.codes.per_key(None);
     // Rows in no order update their keys' entries all over: each asks for the entries of the
     // row a few on (`crate::ahead`).
     let key_codes = ahead::values(&keys);
-    let rows = keys.iter().zip(phases.iter()).zip(recorded.iter());
+    let rows = keys.iter().zip(phases).zip(recorded.iter());
     for (row, ((key, phase), at)) in rows.enumerate() {
         if let Some(&far) = key_codes.get(row + ahead::FAR) {
             ahead::ask(&done, far as usize);
@@ -55,14 +55,14 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         let Some(key) = key else { continue };
         let key = key as usize;
         match phase {
-            Some("intent") => {
+            Some(Phase::Intent) => {
                 // The earliest time among the key's intents (NULL only if all are NULL).
                 let first = first_intent[key].get_or_insert(None);
                 if let Some(at) = at {
                     *first = Some(first.map_or(at, |first| first.min(at)));
                 }
             }
-            Some("committed" | "reconciled") => done[key] = true,
+            Some(Phase::Committed | Phase::Reconciled) => done[key] = true,
             _ => {}
         }
     }

@@ -48,14 +48,14 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
         }
     }
     let journal = &prepared.journal;
-    let phases = crate::cells::text_column(journal, "phase")?;
+    let phases = prepared.journal_phases()?;
     let recorded = crate::cells::int_column(journal, "recorded_at")?;
     let journal_ids = ids(journal)?;
     let missing = journal_ids
         .iter()
         .zip(phases.iter().zip(recorded.iter()))
         .map(|(id, (phase, at))| {
-            matches!(phase, Some("committed" | "reconciled"))
+            phase.is_some_and(crate::model::Phase::done)
                 && at.is_some_and(|at| prepared.window.holds(at))
                 && id.is_some_and(|id| !live_ids[id as usize])
         });
