@@ -190,6 +190,48 @@ impl Runs {
     }
 }
 
+/// A numeric column of optional values, written in one pass: the values, and a validity
+/// bitmap only if one is None.
+pub fn numbers<T: PolarsNumericType>(
+    name: &str,
+    values: impl Iterator<Item = Option<T::Native>>,
+) -> ChunkedArray<T> {
+    use polars_arrow::bitmap::MutableBitmap;
+
+    let mut out: Vec<T::Native> = Vec::with_capacity(values.size_hint().0);
+    let mut validity: Option<MutableBitmap> = None;
+    for value in values {
+        match value {
+            Some(value) => {
+                out.push(value);
+                if let Some(validity) = &mut validity {
+                    validity.push(true);
+                }
+            }
+            None => {
+                validity
+                    .get_or_insert_with(|| {
+                        let mut all = MutableBitmap::with_capacity(out.capacity());
+                        all.extend_constant(out.len(), true);
+                        all
+                    })
+                    .push(false);
+                out.push(T::Native::default());
+            }
+        }
+    }
+    ChunkedArray::from_vec_validity(name.into(), out, validity.map(Into::into))
+}
+
+/// A code column from codes with `null` for a NULL cell: the codes become the column's values
+/// as they are, and a validity bitmap is written only if one is `null`.
+pub fn codes(name: &str, codes: Vec<u32>, null: u32) -> UInt32Chunked {
+    let validity = codes
+        .contains(&null)
+        .then(|| codes.iter().map(|&code| code != null).collect());
+    UInt32Chunked::from_vec_validity(name.into(), codes, validity)
+}
+
 /// A boolean column as polars holds it.
 pub fn flag_column(df: &DataFrame, name: &str) -> Result<BooleanChunked> {
     Ok(df.column(name).engine(name)?.bool().engine(name)?.clone())

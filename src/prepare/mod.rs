@@ -661,11 +661,7 @@ impl Prepared {
 
 /// A column of codes, NULL where a code is [`NULL`].
 fn column_of_codes(name: &str, codes: Vec<u32>) -> Column {
-    UInt32Chunked::from_iter_options(
-        name.into(),
-        codes.into_iter().map(|code| (code != NULL).then_some(code)),
-    )
-    .into_column()
+    crate::cells::codes(name, codes, NULL).into_column()
 }
 
 /// The journal with each row's `operation` (journal rows of tasks no `[[operation]]` names
@@ -887,8 +883,8 @@ fn journal_tries(
     };
     let found = crate::parallel::concat_rows(journal.dag.len(), lookup);
     Ok((
-        IdxCa::from_iter_options("run_row".into(), found.iter().map(|(run, _)| *run)),
-        IdxCa::from_iter_options("try_row".into(), found.iter().map(|(_, own)| *own)),
+        crate::cells::numbers("run_row", found.iter().map(|(run, _)| *run)),
+        crate::cells::numbers("try_row", found.iter().map(|(_, own)| *own)),
     ))
 }
 
@@ -1009,7 +1005,7 @@ fn operation_columns(
     }
     Ok([
         crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column(),
-        UInt32Chunked::from_iter_options("pipeline".into(), pipeline.into_iter()).into_column(),
+        crate::cells::numbers::<UInt32Type>("pipeline", pipeline.into_iter()).into_column(),
     ])
 }
 
@@ -1084,7 +1080,7 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
         basis.push(from.map(|_| why));
     }
     let time = |name: &str, values: Vec<Option<i64>>| {
-        Int64Chunked::from_iter_options(name.into(), values.into_iter())
+        crate::cells::numbers::<Int64Type>(name, values.into_iter())
             .into_series()
             .cast(&crate::model::utc())
             .map(Column::from)

@@ -783,13 +783,11 @@ impl<'f> IntervalSources<'f> {
             try_rows.push(in_tries);
             journal_rows.push(in_journal);
         }
-        let try_rows = IdxCa::from_iter_options(
-            super::model::objects::INTERVAL_TRY.into(),
-            try_rows.into_iter(),
-        );
+        let try_rows: IdxCa =
+            crate::cells::numbers(super::model::objects::INTERVAL_TRY, try_rows.into_iter());
         let from_journal = journal_rows.iter().any(Option::is_some).then(|| {
             let mask: BooleanChunked = journal_rows.iter().map(Option::is_some).collect();
-            let rows = IdxCa::from_iter_options("source".into(), journal_rows.iter().copied());
+            let rows: IdxCa = crate::cells::numbers("source", journal_rows.iter().copied());
             (rows, mask)
         });
         let take = |frame: &DataFrame, name: &str, rows: &IdxCa| -> Result<Column> {
@@ -871,13 +869,13 @@ impl<'a> ObjectColumns<'a> {
             Column::new("named".into(), &self.named),
             Column::new("committed".into(), &self.committed),
             StringChunked::from_iter_options("key".into(), self.key.iter().copied()).into_column(),
-            UInt32Chunked::from_iter_options(
-                super::model::KEY_CODE.into(),
+            crate::cells::numbers::<UInt32Type>(
+                super::model::KEY_CODE,
                 self.key_id.iter().copied(),
             )
             .into_column(),
-            UInt32Chunked::from_iter_options(
-                super::model::EXTERNAL_ID_CODE.into(),
+            crate::cells::numbers::<UInt32Type>(
+                super::model::EXTERNAL_ID_CODE,
                 self.id.iter().copied(),
             )
             .into_column(),
@@ -915,7 +913,7 @@ fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<
             .iter()
             .zip(&objects.commit)
             .map(|(&intent, &commit)| intent.filter(|&row| known.get_bit(row as usize)).or(commit));
-        let rows = IdxCa::from_iter_options(name.into(), rows);
+        let rows: IdxCa = crate::cells::numbers(name, rows);
         Ok(column.take(&rows).engine(from)?.with_name(name.into()))
     })
     .collect()

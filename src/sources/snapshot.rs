@@ -155,11 +155,9 @@ impl Values {
         match self {
             Values::Text(values) => values.finish().with_name(name.into()).into_column(),
             Values::Int(values) => Column::new(name.into(), values),
-            Values::Time(values) => {
-                Int64Chunked::from_iter_options(name.into(), values.into_iter())
-                    .into_datetime(crate::model::TIME_UNIT, None)
-                    .into_column()
-            }
+            Values::Time(values) => crate::cells::numbers::<Int64Type>(name, values.into_iter())
+                .into_datetime(crate::model::TIME_UNIT, None)
+                .into_column(),
         }
     }
 }
