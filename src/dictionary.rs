@@ -655,6 +655,17 @@ impl<'a> TextDictionary<'a> {
             .encode_all(column.iter(), column.len(), &mut Texts(&mut self.texts))
     }
 
+    /// `encode` for cells read from anywhere (`count` of them, about), in the order given:
+    /// as [`Dictionary::encode_all`] codes them, by guesses or asking for their memory ahead.
+    pub fn encode_all(
+        &mut self,
+        cells: impl Iterator<Item = Option<&'a str>>,
+        count: usize,
+    ) -> Vec<u32> {
+        self.dictionary
+            .encode_all(cells, count, &mut Texts(&mut self.texts))
+    }
+
     /// `encode` for cells read any way (a column's chosen rows, say), in the order given.
     pub fn encode_cells(&mut self, cells: impl Iterator<Item = Option<&'a str>>) -> Vec<u32> {
         each_cell(cells, |text, guess| self.encode_one(text, guess))

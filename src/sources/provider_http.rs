@@ -1307,8 +1307,17 @@ fn frame(
 ) -> Result<DataFrame> {
     let started = std::time::Instant::now();
     let listed: usize = pages.iter().map(|page| page.objects.len()).sum();
-    // external id -> its place in `order`: the copy that is kept.
-    let mut kept: PlHashMap<&str, usize> = PlHashMap::with_capacity(listed);
+    // Each object's id coded in listing order: an id's code is its place in `order`, where the
+    // copy that is kept is.
+    let mut ids = crate::dictionary::TextDictionary::default();
+    let codes = ids.encode_all(
+        pages
+            .iter()
+            .flat_map(|page| page.objects.ids.iter().map(|id| id.as_deref().ok())),
+        listed,
+    );
+    drop(ids);
+    let mut codes = codes.into_iter();
     // (page index, object index) of the kept copy of each id, in the order ids were first seen.
     let mut order: Vec<(usize, usize)> = Vec::with_capacity(listed);
     let mut changed: BTreeMap<String, String> = BTreeMap::new();
@@ -1316,16 +1325,15 @@ fn frame(
     let mut without_id = None;
     'pages: for (page_index, page) in pages.iter().enumerate() {
         for (object_index, id) in page.objects.ids.iter().enumerate() {
+            let code = codes.next().expect("a code for every object") as usize;
             let Ok(id) = id else {
                 without_id = Some((page_index, object_index));
                 break 'pages;
             };
-            match kept.get(id.as_str()) {
-                None => {
-                    kept.insert(id, order.len());
-                    order.push((page_index, object_index));
-                }
-                Some(&slot) => {
+            match code == order.len() {
+                true => order.push((page_index, object_index)),
+                false => {
+                    let slot = code;
                     coverage.repeated += 1;
                     let (earlier_page, earlier_object) = order[slot];
                     if pages[earlier_page].objects.raw_text(earlier_object)
@@ -1338,7 +1346,6 @@ fn frame(
             }
         }
     }
-    drop(kept);
     if let Some((page_index, object_index)) = without_id {
         let ids = &mut pages[page_index].objects.ids;
         let err = ids
@@ -1437,16 +1444,31 @@ fn raw_column(api: &ProviderApi, pages: &mut [Page], kept: &[(usize, usize)]) ->
             std::mem::take(&mut page.objects.raw).into_bytes(),
         ));
     }
+    let mut bytes = 0;
     let views: Vec<View> = kept
         .iter()
         .map(|&(page, object)| {
             let at = pages[page].objects.raw_at[object].clone();
+            bytes += at.len();
             // The offset fits in 32 bits: the page's text is under 2 GiB (above).
             View::new_from_bytes(&buffers[page][at.clone()], page as u32, at.start as u32)
         })
         .collect();
-    let array = Utf8ViewArray::try_new(ArrowDataType::Utf8View, views.into(), buffers.into(), None)
-        .engine("assembling the provider listing's raw JSON")?;
+    let buffer_bytes = buffers.iter().map(|buffer| buffer.len()).sum();
+    // SAFETY: each buffer is a page's text (a `String`), and each view the bytes of one
+    // object's text in it, from where writing the object started to where it ended: whole
+    // UTF-8 characters (`Objects::raw_text` slices the same ranges as `str`). `bytes` adds up
+    // the views' lengths, `buffer_bytes` the buffers'.
+    let array = unsafe {
+        Utf8ViewArray::new_unchecked(
+            ArrowDataType::Utf8View,
+            views.into(),
+            buffers.into(),
+            None,
+            Some(bytes),
+            buffer_bytes,
+        )
+    };
     Ok(StringChunked::with_chunk("raw".into(), array).into_column())
 }
 
