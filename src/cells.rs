@@ -72,36 +72,24 @@ pub fn repeated_texts<S: AsRef<str>>(
     rows: impl Iterator<Item = Option<IdxSize>>,
 ) -> StringChunked {
     use polars_arrow::array::{Array, Utf8ViewArray, View};
-    use polars_arrow::bitmap::MutableBitmap;
 
     let values: StringChunked = distinct.iter().map(|text| Some(text.as_ref())).collect();
     let values = values.rechunk();
     let values = values.downcast_as_array();
     let distinct_views = values.views().as_slice();
     let mut views: Vec<View> = Vec::with_capacity(rows.size_hint().0);
-    let mut validity: Option<MutableBitmap> = None;
+    let mut validity = Validity::default();
     let mut bytes = 0usize;
     for row in rows {
+        validity.push(row.is_some(), views.len());
         match row {
             Some(row) => {
                 // Every row is below `distinct.len()`: the callers number the values they hold.
                 let view = distinct_views[row as usize];
                 bytes += view.length as usize;
                 views.push(view);
-                if let Some(validity) = &mut validity {
-                    validity.push(true);
-                }
             }
-            None => {
-                validity
-                    .get_or_insert_with(|| {
-                        let mut all = MutableBitmap::with_capacity(views.capacity());
-                        all.extend_constant(views.len(), true);
-                        all
-                    })
-                    .push(false);
-                views.push(View::default());
-            }
+            None => views.push(View::default()),
         }
     }
     // SAFETY: every view is one of `values`' own (valid UTF-8 in its buffers, which the new
@@ -111,12 +99,71 @@ pub fn repeated_texts<S: AsRef<str>>(
             values.dtype().clone(),
             views.into(),
             values.data_buffers().clone(),
-            validity.map(Into::into),
+            validity.finish(),
             Some(bytes),
             values.total_buffer_len(),
         )
     };
     StringChunked::with_chunk(name.into(), array)
+}
+
+/// A validity bitmap written only from the first NULL on: until then every cell is valid and
+/// there is no bitmap.
+#[derive(Default)]
+pub struct Validity(Option<polars_arrow::bitmap::MutableBitmap>);
+
+impl Validity {
+    /// Records whether the cell at `at` (the cells before it recorded) is valid.
+    pub fn push(&mut self, valid: bool, at: usize) {
+        self.extend(1, valid, at);
+    }
+
+    /// Records `count` cells from `at` on, all valid or all NULL.
+    pub fn extend(&mut self, count: usize, valid: bool, at: usize) {
+        if let Some(bits) = self.bits(valid, at) {
+            bits.extend_constant(count, valid);
+        }
+    }
+
+    /// Records cells from `at` on, valid where `valid` is set.
+    pub fn extend_from(&mut self, valid: &polars_arrow::bitmap::Bitmap, at: usize) {
+        if valid.unset_bits() == 0 {
+            self.extend(valid.len(), true, at);
+        } else if let Some(bits) = self.bits(false, at) {
+            bits.extend_from_bitmap(valid);
+        }
+    }
+
+    /// The bitmap to record into: None while every cell is valid and `valid` is too.
+    fn bits(&mut self, valid: bool, at: usize) -> Option<&mut polars_arrow::bitmap::MutableBitmap> {
+        if self.0.is_none() && !valid {
+            let mut bits = polars_arrow::bitmap::MutableBitmap::new();
+            bits.extend_constant(at, true);
+            self.0 = Some(bits);
+        }
+        self.0.as_mut()
+    }
+
+    /// The bitmap, None when every cell is valid.
+    pub fn finish(self) -> Option<polars_arrow::bitmap::Bitmap> {
+        self.0.map(Into::into)
+    }
+}
+
+/// `cell` of each cell of a text column, worked out once for each run of cells that share a
+/// view ([`Runs`]).
+pub fn each_text<T: Clone>(column: &StringChunked, cell: impl Fn(Option<&str>) -> T) -> Vec<T> {
+    match Runs::of(&[column]) {
+        Some(runs) => {
+            let per_run: Vec<T> = runs
+                .starts()
+                .iter()
+                .map(|&row| cell(column.get(row as usize)))
+                .collect();
+            runs.spread(&per_run)
+        }
+        None => column.iter().map(cell).collect(),
+    }
 }
 
 /// Rows in runs: rows one after another whose cells in each of some text columns have the same
@@ -196,31 +243,13 @@ pub fn numbers<T: PolarsNumericType>(
     name: &str,
     values: impl Iterator<Item = Option<T::Native>>,
 ) -> ChunkedArray<T> {
-    use polars_arrow::bitmap::MutableBitmap;
-
     let mut out: Vec<T::Native> = Vec::with_capacity(values.size_hint().0);
-    let mut validity: Option<MutableBitmap> = None;
+    let mut validity = Validity::default();
     for value in values {
-        match value {
-            Some(value) => {
-                out.push(value);
-                if let Some(validity) = &mut validity {
-                    validity.push(true);
-                }
-            }
-            None => {
-                validity
-                    .get_or_insert_with(|| {
-                        let mut all = MutableBitmap::with_capacity(out.capacity());
-                        all.extend_constant(out.len(), true);
-                        all
-                    })
-                    .push(false);
-                out.push(T::Native::default());
-            }
-        }
+        validity.push(value.is_some(), out.len());
+        out.push(value.unwrap_or_default());
     }
-    ChunkedArray::from_vec_validity(name.into(), out, validity.map(Into::into))
+    ChunkedArray::from_vec_validity(name.into(), out, validity.finish())
 }
 
 /// A code column from codes with `null` for a NULL cell: the codes become the column's values
@@ -265,6 +294,24 @@ pub fn groups(df: &DataFrame, key: &[&str]) -> Result<Vec<(usize, Vec<usize>)>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No bitmap while every cell is valid; from the first NULL on, each cell as recorded.
+    #[test]
+    fn validity_is_written_from_the_first_null() {
+        let mut all_valid = Validity::default();
+        all_valid.push(true, 0);
+        all_valid.extend(3, true, 1);
+        all_valid.extend_from(&[true, true].into_iter().collect(), 4);
+        assert!(all_valid.finish().is_none());
+
+        let mut some_null = Validity::default();
+        some_null.extend(2, true, 0);
+        some_null.push(false, 2);
+        some_null.extend_from(&[true, false].into_iter().collect(), 3);
+        some_null.extend(2, true, 5);
+        let bits: Vec<bool> = some_null.finish().unwrap().iter().collect();
+        assert_eq!(bits, [true, true, false, true, false, true, true]);
+    }
 
     #[test]
     fn repeated_texts_point_every_row_at_its_value() {

@@ -428,8 +428,8 @@ impl<V: Hash + Copy + Eq, I: Iterator<Item = (usize, Option<V>)>> Ahead<V, I> {
         }
     }
 
-    /// The next value, with its place among the values and its hash (0 for None), after
-    /// asking `dictionary` for the memory of the values ahead of it.
+    /// The next value, with its place among the values and how it is hashed (a hash of 0 for
+    /// None), after asking `dictionary` for the memory of the values ahead of it.
     fn next(
         &mut self,
         dictionary: &Dictionary,

@@ -516,20 +516,9 @@ type TextArray = <StringType as PolarsDataType>::Array;
 /// Whether each try's state is a failure's (`failed`, `up_for_retry`, `upstream_failed`), None
 /// where it has none; a run of one state (`cells::Runs`) is looked at once.
 fn failed_states(states: &StringChunked) -> Vec<Option<bool>> {
-    let failed = |state: Option<&str>| {
+    crate::cells::each_text(states, |state| {
         state.map(|state| matches!(state, "failed" | "up_for_retry" | "upstream_failed"))
-    };
-    match crate::cells::Runs::of(&[states]) {
-        Some(runs) => {
-            let per_run: Vec<Option<bool>> = runs
-                .starts()
-                .iter()
-                .map(|&row| failed(states.get(row as usize)))
-                .collect();
-            runs.spread(&per_run)
-        }
-        None => states.iter().map(failed).collect(),
-    }
+    })
 }
 
 /// Per interval, its first live object: by creation time (NULL first), then id.

@@ -210,18 +210,7 @@ impl Prepared {
             return Ok(known);
         }
         let texts = crate::cells::text_column(&self.journal, "phase")?;
-        let phase = |text: Option<&str>| text.and_then(crate::model::Phase::of);
-        let phases = match crate::cells::Runs::of(&[&texts]) {
-            Some(runs) => {
-                let per_run: Vec<_> = runs
-                    .starts()
-                    .iter()
-                    .map(|&row| phase(texts.get(row as usize)))
-                    .collect();
-                runs.spread(&per_run)
-            }
-            None => texts.iter().map(phase).collect(),
-        };
+        let phases = crate::cells::each_text(&texts, |text| text.and_then(crate::model::Phase::of));
         Ok(self.journal_indexes.phases.get_or_init(|| phases))
     }
 

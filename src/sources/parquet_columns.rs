@@ -18,7 +18,7 @@ use std::io::Cursor;
 
 use polars::prelude::*;
 use polars_arrow::array::{PrimitiveArray, Utf8ViewArray, View};
-use polars_arrow::bitmap::{Bitmap, MutableBitmap};
+use polars_arrow::bitmap::MutableBitmap;
 use polars_arrow::datatypes::ArrowDataType;
 use polars_buffer::Buffer;
 use polars_parquet::parquet::encoding::Encoding;
@@ -153,9 +153,8 @@ impl Wanted {
 /// A column's values so far, and which of them are NULL.
 struct Decoded {
     values: Cells,
-    /// Set where a value is present; None while every value so far is.
-    validity: Option<MutableBitmap>,
-    rows: usize,
+    /// Which values are present.
+    validity: crate::cells::Validity,
 }
 
 enum Cells {
@@ -195,8 +194,7 @@ impl Decoded {
                     bytes: 0,
                 },
             },
-            validity: None,
-            rows,
+            validity: crate::cells::Validity::default(),
         }
     }
 
@@ -323,19 +321,8 @@ impl Decoded {
                 .sum::<usize>();
         }
         match present {
-            Some(present) => self
-                .validity
-                .get_or_insert_with(|| {
-                    let mut all = MutableBitmap::with_capacity(self.rows);
-                    all.extend_constant(before, true);
-                    all
-                })
-                .extend_from_bitmap(&present.into()),
-            None => {
-                if let Some(validity) = &mut self.validity {
-                    validity.extend_constant(rows, true);
-                }
-            }
+            Some(present) => self.validity.extend_from(&present.into(), before),
+            None => self.validity.extend(rows, true, before),
         }
         if !keep_buffer {
             return Some(Some(page));
@@ -347,7 +334,7 @@ impl Decoded {
     }
 
     fn into_column(self, name: PlSmallStr, dtype: ArrowDataType) -> Option<Column> {
-        let validity: Option<Bitmap> = self.validity.map(Into::into);
+        let validity = self.validity.finish();
         let array: Box<dyn polars_arrow::array::Array> = match self.values {
             Cells::Int(values) => Box::new(PrimitiveArray::new(dtype, values.into(), validity)),
             Cells::Text {
