@@ -274,7 +274,7 @@ impl Dictionary {
         if codes.len() < Sample::SIZE {
             return codes;
         }
-        self.reserve(sample.new_among(count - Sample::SIZE));
+        self.reserve(sample.new_among(count.saturating_sub(Sample::SIZE)));
         let in_order = sample.in_order();
         let mut rest = Ahead::new(values, in_order);
         let mut guess = sample.guess;
@@ -646,13 +646,10 @@ impl<'a> TextDictionary<'a> {
     pub fn encode(&mut self, column: &'a StringChunked) -> Vec<u32> {
         if let Some(runs) = Runs::of(&[column]) {
             let cells = runs.starts().iter().map(|&row| column.get(row as usize));
-            let codes =
-                self.dictionary
-                    .encode_all(cells, runs.count(), &mut Texts(&mut self.texts));
+            let codes = self.encode_all(cells, runs.count());
             return runs.spread(&codes);
         }
-        self.dictionary
-            .encode_all(column.iter(), column.len(), &mut Texts(&mut self.texts))
+        self.encode_all(column.iter(), column.len())
     }
 
     /// `encode` for cells read from anywhere (`count` of them, about), in the order given:

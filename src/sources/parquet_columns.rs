@@ -86,6 +86,10 @@ impl Wanted {
             ArrowDataType::Int64 | ArrowDataType::Timestamp(..) => Values::Int,
             _ => return None,
         };
+        let physical = match values {
+            Values::Text => PhysicalType::ByteArray,
+            Values::Int => PhysicalType::Int64,
+        };
         let mut chunks = Vec::with_capacity(metadata.row_groups.len());
         let mut nullable = None;
         for group in &metadata.row_groups {
@@ -94,10 +98,6 @@ impl Wanted {
             };
             let chunk = group.parquet_columns().get(*index)?;
             let descriptor = &chunk.descriptor().descriptor;
-            let physical = match values {
-                Values::Text => PhysicalType::ByteArray,
-                Values::Int => PhysicalType::Int64,
-            };
             if chunk.descriptor().path_in_schema.len() != 1
                 || descriptor.primitive_type.physical_type != physical
                 || descriptor.max_rep_level != 0

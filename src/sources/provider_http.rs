@@ -1330,20 +1330,19 @@ fn frame(
                 without_id = Some((page_index, object_index));
                 break 'pages;
             };
-            match code == order.len() {
-                true => order.push((page_index, object_index)),
-                false => {
-                    let slot = code;
-                    coverage.repeated += 1;
-                    let (earlier_page, earlier_object) = order[slot];
-                    if pages[earlier_page].objects.raw_text(earlier_object)
-                        != page.objects.raw_text(object_index)
-                    {
-                        changed.insert(id.to_string(), pages[earlier_page].label.clone());
-                    }
-                    order[slot] = (page_index, object_index);
-                }
+            // A new id's code is the next place in `order`.
+            if code == order.len() {
+                order.push((page_index, object_index));
+                continue;
             }
+            coverage.repeated += 1;
+            let (earlier_page, earlier_object) = order[code];
+            if pages[earlier_page].objects.raw_text(earlier_object)
+                != page.objects.raw_text(object_index)
+            {
+                changed.insert(id.to_string(), pages[earlier_page].label.clone());
+            }
+            order[code] = (page_index, object_index);
         }
     }
     if let Some((page_index, object_index)) = without_id {
