@@ -364,9 +364,12 @@ pub fn time_column(name: &str) -> &'static str {
     }
 }
 
+/// What the column a conf value is extracted into is named with, before the value's name.
+pub const CONF_PREFIX: &str = "conf.";
+
 /// The column a conf value is extracted into.
 pub fn conf_column(name: &str) -> String {
-    format!("conf.{name}")
+    format!("{CONF_PREFIX}{name}")
 }
 
 fn placeholder(inner: &str) -> Result<Part, String> {

@@ -106,8 +106,15 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
     // own beside the audit.
     std::thread::scope(|threads| {
         let mut fingerprint = options.plan.then(|| Fingerprint::start(threads, &read));
-        let cut = prepare::Cut::of(&read, options);
-        let early = cut.as_ref().ok().map(|cut| prepare::Early::of(config, cut));
+        let (cut, tries) = match prepare::Cut::of(&read, options) {
+            Ok((cut, tries)) => (Ok(cut), Some(tries)),
+            Err(error) => (Err(error), None),
+        };
+        let early = cut
+            .as_ref()
+            .ok()
+            .zip(tries)
+            .map(|(cut, tries)| prepare::Early::of(config, cut, tries));
         // What preparing freed goes back before the rest of a listing that may still be
         // running, and the objects after it, allocate on other threads.
         crate::memory::release_free_for_other_threads();
@@ -125,9 +132,13 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
         }
         // The objects' raw JSON is for a snapshot (saved by now) and the plan's fingerprint
         // (hashed from its own copy): nothing after reads it, so it goes before the objects
-        // are prepared. A snapshot read without it has none.
+        // are prepared. A snapshot read without it has none. So do the attempts' columns only
+        // preparing the tries read, prepared by now: the prepared tries keep none of them.
         if let Cow::Owned(tables) = &mut tables {
             let _absent = tables.provider.drop_in_place("raw");
+            tables.attempts = tables
+                .attempts
+                .drop_many(crate::prepare::model::READ_WHILE_PREPARING);
         }
         audit_with(config, tables, early, options, fingerprint)
     })

@@ -17,10 +17,12 @@ use crate::sources::Tables;
 use super::read::Read;
 use super::scope::{self, AuditOptions, Scoped, ScopedTries};
 
-/// The audited tries and journal rows, and the texts the prepared codes borrow: the whole
-/// journal's, and the objects' when the provider was read with them.
+/// What the prepared codes borrow of the cut: the whole journal's texts, and the objects'
+/// when the provider was read with them; and the window the audited tries need. The audited
+/// tries and journal rows themselves ([`ScopedTries`]) go to [`Early::of`], which lets them go
+/// once they are prepared.
 pub struct Cut {
-    tries: ScopedTries,
+    window: Option<ProviderWindow>,
     journal_texts: JournalTexts,
     /// The provider cut to the tries' window, when it was read with them.
     provider: Option<CutProvider>,
@@ -34,8 +36,8 @@ struct CutProvider {
 }
 
 impl CutProvider {
-    fn of(tables: &Tables, tries: &ScopedTries) -> Result<CutProvider> {
-        let (objects, window) = scope::cut_provider(tables, tries)?;
+    fn of(tables: &Tables, window: Option<ProviderWindow>) -> Result<CutProvider> {
+        let (objects, window) = scope::cut_provider(tables, window)?;
         let texts = ObjectTexts::of(&objects)?;
         Ok(CutProvider {
             objects,
@@ -46,18 +48,20 @@ impl CutProvider {
 }
 
 impl Cut {
-    pub fn of(read: &Read<'_>, options: &AuditOptions) -> Result<Cut> {
+    /// The cut, and the audited tries and journal rows for [`Early::of`].
+    pub fn of(read: &Read<'_>, options: &AuditOptions) -> Result<(Cut, ScopedTries)> {
         let tries = scope::cut_tries(read.attempts(), read.journal(), options)?;
         let journal_texts = JournalTexts::of(read.journal())?;
         let provider = match read.whole() {
-            Some(tables) => Some(CutProvider::of(tables, &tries)?),
+            Some(tables) => Some(CutProvider::of(tables, tries.window())?),
             None => None,
         };
-        Ok(Cut {
-            tries,
+        let cut = Cut {
+            window: tries.window(),
             journal_texts,
             provider,
-        })
+        };
+        Ok((cut, tries))
     }
 }
 
@@ -65,20 +69,28 @@ impl Cut {
 pub struct Early<'c> {
     cut: &'c Cut,
     prepared: crate::prepare::Early<'c>,
+    /// How many attempts and journal rows the audit is about.
+    scoped_rows: (usize, usize),
 }
 
 impl<'c> Early<'c> {
-    pub fn of(config: &Config, cut: &'c Cut) -> Result<Early<'c>> {
+    /// Prepares `tries`, the rows `Cut::of` gave with `cut`. They are let go here: the
+    /// prepared frames hold what the rest of the audit reads of them.
+    pub fn of(config: &Config, cut: &'c Cut, tries: ScopedTries) -> Result<Early<'c>> {
         let started = std::time::Instant::now();
         let prepared = Prepared::early(
             config,
-            &cut.tries.attempts,
-            &cut.tries.journal,
+            &tries.attempts,
+            &tries.journal,
             &cut.journal_texts,
             cut.provider.as_ref().map(|provider| &provider.texts),
         )?;
         crate::timing::phase("prepare:early", started);
-        Ok(Early { cut, prepared })
+        Ok(Early {
+            cut,
+            prepared,
+            scoped_rows: (tries.attempts.height(), tries.journal.height()),
+        })
     }
 
     /// The objects of the tries' window prepared from `tables`, and the whole prepared
@@ -94,7 +106,7 @@ impl<'c> Early<'c> {
         let provider = match &cut.provider {
             Some(provider) => provider,
             None => {
-                provider_now = CutProvider::of(tables, &cut.tries)?;
+                provider_now = CutProvider::of(tables, cut.window)?;
                 &provider_now
             }
         };
@@ -124,9 +136,10 @@ impl<'c> Early<'c> {
         } else {
             None
         };
+        let (attempts, journal) = self.scoped_rows;
         let scoped = Scoped {
-            attempts: cut.tries.attempts.height(),
-            journal: cut.tries.journal.height(),
+            attempts,
+            journal,
             window: provider.window,
         };
         Ok((prepared, objects_left_out, scoped))

@@ -71,6 +71,13 @@ pub struct ScopedTries {
     window: Option<ProviderWindow>,
 }
 
+impl ScopedTries {
+    /// The window the audited tries need ([`cut_provider`]).
+    pub fn window(&self) -> Option<ProviderWindow> {
+        self.window
+    }
+}
+
 fn dag_matches(pattern: &str) -> Expr {
     let pattern = pattern.to_string();
     col("dag_id").map(
@@ -136,13 +143,16 @@ pub fn cut_tries(
 /// The provider objects of the audited tries' window ([`cut_tries`]), and the window. The
 /// objects' raw JSON is left out: it is kept in a snapshot and hashed into a plan's
 /// fingerprint, from the tables as read, and the audit reads nothing of it.
-pub fn cut_provider(tables: &Tables, tries: &ScopedTries) -> Result<(DataFrame, ProviderWindow)> {
+pub fn cut_provider(
+    tables: &Tables,
+    window: Option<ProviderWindow>,
+) -> Result<(DataFrame, ProviderWindow)> {
     let provider = match tables.provider.drop("raw") {
         Ok(without) => without,
         // A snapshot read without it.
         Err(_) => tables.provider.clone(),
     };
-    let Some(window) = tries.window else {
+    let Some(window) = window else {
         return Ok((provider, tables.listed_window.unwrap_or_default()));
     };
     let created = |bound: Option<i64>, above: bool| match bound {

@@ -112,6 +112,20 @@ pub mod tries {
     pub const RUN_CODE: &str = "run_code";
 }
 
+/// The `attempts` columns only preparing reads: the run's times the audit interval is chosen
+/// from and the run's conf and DAG zone, which key templates read (`crate::keys`). The
+/// prepared tries keep none of them, nor the `conf.NAME` values taken out for the templates:
+/// the audit interval, its label and the expected key stand for them in every rule, verdict
+/// and question after preparing.
+pub const READ_WHILE_PREPARING: [&str; 6] = [
+    "interval_start",
+    "interval_end",
+    "logical_date",
+    "run_after",
+    "conf",
+    "dag_timezone",
+];
+
 /// The columns `prepare` adds to the audited journal.
 pub mod journal {
     /// The row of `tries` of the row's own try (`TRY`), NULL where the audit has none.
