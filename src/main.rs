@@ -155,6 +155,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         baseline: args.report.baseline.clone(),
         provider_window: None,
         partition_out: None,
+        without_verdicts_frame: false,
     };
     if let (Some(out), Some(dir)) = (&args.partition_out, &args.from_snapshot) {
         partition_options(args, dir, out, &mut options)?;

@@ -22,6 +22,19 @@ use crate::error::{EngineContext, Result};
 use crate::model::Phase;
 use crate::prepare::{Intervals, Prepared, model};
 
+/// The columns of `model::READ_ON_DEMAND` the verdicts frame ([`Verdicts::frame`]) shows: each
+/// try's worker and process.
+pub const FRAME_READS: &[crate::model::SourceColumn] = &[
+    crate::model::SourceColumn {
+        table: crate::model::Table::Attempts,
+        name: "hostname",
+    },
+    crate::model::SourceColumn {
+        table: crate::model::Table::Attempts,
+        name: "pid",
+    },
+];
+
 pub const VERDICTS: [&str; 7] = [
     "committed",
     "reconciled",

@@ -244,6 +244,48 @@ fn saved_airflow_snapshot() -> (Scenario, std::path::PathBuf) {
     (scenario, dir)
 }
 
+/// A five-rule audit of a snapshot without verdicts leaves each try's worker and process
+/// undecoded; one that shows its verdicts (a file, the HTML page) reads them: they are the ones
+/// the sources gave.
+#[test]
+fn a_snapshots_verdicts_show_the_workers_the_sources_gave() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let dir = scenario.path("evidence");
+    let dir = dir.to_str().unwrap();
+    let live = scenario.path("live.csv");
+    let saved = scenario.audit(&["--save-snapshot", dir, "--verdicts", live.to_str().unwrap()]);
+    assert_eq!(saved.status.code(), Some(1), "{}", stderr(&saved));
+    let html = scenario.path("report.html");
+    let offline = scenario.path("offline.csv");
+    let again = scenario.audit(&[
+        "--from-snapshot",
+        dir,
+        "--rule",
+        "D001",
+        "--verdicts",
+        offline.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    let columns = |path: &std::path::Path| -> Vec<(String, String)> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut rows = text.lines().map(|line| line.split(',').collect::<Vec<_>>());
+        let header = rows.next().unwrap();
+        let at = |name: &str| header.iter().position(|c| *c == name).unwrap();
+        let (host, pid) = (at("hostname"), at("pid"));
+        rows.map(|row| (row[host].to_string(), row[pid].to_string()))
+            .collect()
+    };
+    let (live, offline) = (columns(&live), columns(&offline));
+    assert!(
+        live.iter()
+            .any(|(host, pid)| !host.is_empty() && !pid.is_empty()),
+        "the real Airflow run records its workers: {live:?}"
+    );
+    assert_eq!(live, offline);
+}
+
 /// An audit of a snapshot leaves the columns its rules do not read undecoded, but not
 /// unchecked: a column of the wrong type is refused, naming the file and the column, whether
 /// the audit's rules read it (K002 reads the journal's payload hashes) or not (D001 does not).
@@ -277,16 +319,16 @@ fn an_integer_too_large_for_its_column_is_refused_not_read_as_null() {
     let (scenario, dir) = saved_airflow_snapshot();
     let dir_text = dir.to_str().unwrap();
     rewrite_table(&dir, "attempts", |attempts| {
-        let mut pids = vec![7_u64; attempts.height()];
-        pids[0] = u64::MAX;
-        let pids = polars::prelude::Column::new("pid".into(), pids);
-        attempts.with_column(pids).unwrap();
+        let mut maps = vec![7_u64; attempts.height()];
+        maps[0] = u64::MAX;
+        let maps = polars::prelude::Column::new("map_index".into(), maps);
+        attempts.with_column(maps).unwrap();
     });
     let output = scenario.audit(&["--from-snapshot", dir_text]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(
-        message.contains("attempts.parquet") && message.contains("pid"),
+        message.contains("attempts.parquet") && message.contains("map_index"),
         "{message}"
     );
     assert!(output.stdout.is_empty());

@@ -44,10 +44,14 @@ impl Outputs {
 /// Audits and writes the results; the report, to tell the exit code.
 pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result<Report> {
     let started = std::time::Instant::now();
+    let options = AuditOptions {
+        without_verdicts_frame: !outputs.show_verdicts(),
+        ..options.clone()
+    };
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
     let (report, verdicts, plan) =
-        engine::run(config, options)?.into_results(outputs.show_verdicts())?;
+        engine::run(config, &options)?.into_results(outputs.show_verdicts())?;
     write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
     Ok(report)
 }

@@ -53,6 +53,9 @@ pub struct Audit {
     verdicts: Verdicts,
     /// The verdicts frame, once asked for.
     verdicts_frame: std::sync::OnceLock<DataFrame>,
+    /// The audit was told nothing would ask for the frame
+    /// (`AuditOptions::without_verdicts_frame`), so what it shows may not have been read.
+    without_verdicts_frame: bool,
     pub plan: Option<Plan>,
     /// The joined frames the rules read: asked through `ask.rs`, never changed.
     prepared: Prepared,
@@ -64,6 +67,12 @@ impl Audit {
     pub fn verdicts(&self) -> Result<&DataFrame> {
         if let Some(frame) = self.verdicts_frame.get() {
             return Ok(frame);
+        }
+        if self.without_verdicts_frame {
+            return Err(crate::error::Error::Engine {
+                doing: "computing verdicts".into(),
+                message: "the audit was run without its verdicts frame".into(),
+            });
         }
         let frame = self.verdicts.frame(&self.prepared)?;
         Ok(self.verdicts_frame.get_or_init(|| frame))
@@ -308,6 +317,7 @@ fn audit_with(
         report,
         verdicts: checked.verdicts,
         verdicts_frame: std::sync::OnceLock::new(),
+        without_verdicts_frame: options.without_verdicts_frame,
         plan,
         prepared,
     })

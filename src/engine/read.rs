@@ -124,7 +124,7 @@ pub fn tables_then<T>(
 }
 
 /// The columns of `model::READ_ON_DEMAND` an audit of a snapshot leaves NULL, undecoded:
-/// those neither its rules nor its plan read. A part's audit (`--partition-out`) reads what a
+/// those neither its rules, its plan nor its verdicts frame read. A part's audit (`--partition-out`) reads what a
 /// plan reads too, since the merge plans from the rows it writes; saved again, the snapshot
 /// keeps every column.
 pub fn left_unread(options: &AuditOptions) -> Vec<SourceColumn> {
@@ -132,9 +132,12 @@ pub fn left_unread(options: &AuditOptions) -> Vec<SourceColumn> {
         return Vec::new();
     }
     let plans = options.plan || options.partition_out.is_some();
+    // A part's result holds its verdicts frame.
+    let framed = !options.without_verdicts_frame || options.partition_out.is_some();
     let selected = rules::selected(&options.rules);
     let read = |column: &SourceColumn| {
         (plans && rules::repair::plan_reads(column))
+            || (framed && crate::verdicts::FRAME_READS.contains(column))
             || selected.iter().any(|rule| rule.reads().contains(column))
     };
     READ_ON_DEMAND
@@ -187,15 +190,21 @@ mod tests {
     fn rules(codes: &[&str]) -> AuditOptions {
         AuditOptions {
             rules: codes.iter().map(|code| code.to_string()).collect(),
+            without_verdicts_frame: true,
             ..AuditOptions::default()
         }
     }
 
-    /// What no rule and no plan reads is left unread; each rule and the plan add their own
-    /// columns back; a snapshot saved again reads everything.
+    /// What no rule, no plan and no verdicts frame reads is left unread; each rule, the plan
+    /// and the frame add their own columns back; a snapshot saved again reads everything.
     #[test]
     fn an_audit_reads_the_columns_its_rules_and_plan_name() {
-        let nobodys = ["attempts.run_type", "attempts.queued_at", "provider.raw"];
+        let nobodys = [
+            "attempts.run_type",
+            "attempts.pid",
+            "attempts.queued_at",
+            "provider.raw",
+        ];
         assert_eq!(unread(rules(&[])), nobodys);
         assert_eq!(
             unread(rules(&["D001", "l001"])),
@@ -204,6 +213,19 @@ mod tests {
                 .map(|column| format!("{}.{}", column.table.name(), column.name))
                 .collect::<Vec<_>>()
         );
+        let c001 = unread(rules(&["C001"]));
+        assert!(!c001.contains(&"attempts.hostname".to_string()));
+        assert!(c001.contains(&"attempts.pid".to_string()));
+        let framed = unread(AuditOptions {
+            without_verdicts_frame: false,
+            ..rules(&["D001"])
+        });
+        assert!(
+            !framed
+                .iter()
+                .any(|c| c == "attempts.hostname" || c == "attempts.pid")
+        );
+        assert!(framed.contains(&"attempts.run_type".to_string()));
         let k002 = unread(rules(&["K002"]));
         assert!(!k002.iter().any(|column| column.ends_with("payload_hash")));
         assert!(k002.contains(&"journal.approval_id".to_string()));

@@ -39,6 +39,10 @@ pub struct AuditOptions {
     pub provider_window: Option<ProviderWindow>,
     /// Also write what `onceonly merge` needs of this part's audit (`audit --partition-out`).
     pub partition_out: Option<super::partition::PartitionOut>,
+    /// Nothing asks the audit for its verdicts frame (`Audit::verdicts`): what only the frame
+    /// shows (`verdicts::FRAME_READS`) is left unread where it can be (`left_unread`), and
+    /// the frame is refused. `audit` sets it when none of its outputs shows the verdicts.
+    pub without_verdicts_frame: bool,
 }
 
 impl AuditOptions {

@@ -27,6 +27,7 @@ declare_rule! {
     /// the journal's unique constraint on the key so the second writer fails instead of
     /// creating.
     pub struct OverlappingTries => "C001", "overlapping-tries", Warning;
+    reads Attempts.hostname;
 }
 impl_rule!(OverlappingTries, check, repair);
 
