@@ -209,8 +209,28 @@ impl Runs {
         if sampled == 0 || sample_runs * 4 > sampled * 3 {
             return None;
         }
+        // Whether each row starts a run, column by column: a pass over each column's views (and
+        // validity) that compares each cell with the one before it.
+        let mut starts_run = vec![false; rows];
+        for (views, validity) in &cells {
+            for (starts, pair) in starts_run[1..].iter_mut().zip(views.windows(2)) {
+                *starts |= pair[0].as_u128() != pair[1].as_u128();
+            }
+            if let Some(valid) = validity {
+                let after = valid.iter().skip(1);
+                for ((starts, before), now) in
+                    starts_run[1..].iter_mut().zip(valid.iter()).zip(after)
+                {
+                    *starts |= before != now;
+                }
+            }
+        }
         let mut starts = vec![0];
-        starts.extend((1..rows).filter(|&row| !same(row)).map(|row| row as u32));
+        starts.extend(
+            (1..rows)
+                .filter(|&row| starts_run[row])
+                .map(|row| row as u32),
+        );
         Some(Runs { starts, rows })
     }
 
