@@ -420,3 +420,38 @@ fn a_voided_object_under_a_remembered_key_is_replayed_not_safe() {
         "{latest:#}"
     );
 }
+
+/// A provider that echoes no key: the object is known by the journal row that names its id,
+/// and its key is that row's. The key's lifetime starts when that object was created, so a
+/// re-run after the TTL is at risk because the key expired, not because the object is under
+/// another key.
+#[test]
+fn an_object_the_journal_names_has_the_journals_key() {
+    let scenario = crate::scenario::Scenario::of_rules("L003/near-miss");
+    assert!(
+        scenario.read("provider.csv").contains("exp_101,,"),
+        "the provider echoes no key"
+    );
+    let (code, report) = risk(
+        &scenario,
+        &[
+            "--dag",
+            "orders",
+            "--ttl",
+            "1h",
+            "--from",
+            "2026-11-01",
+            "--to",
+            "2026-11-01",
+            "--at",
+            "2026-11-10T00:00:00Z",
+        ],
+    );
+    assert_eq!(code, Some(1), "{report}");
+    let interval = &report["intervals"][0];
+    assert_eq!(interval["key"], "orders:2026-11-01");
+    assert_eq!(interval["objects"], serde_json::json!(["exp_101"]));
+    assert_eq!(interval["key_first_seen"], "2026-11-02T00:05:10Z");
+    assert_eq!(interval["key_expires"], "2026-11-02T01:05:10Z");
+    assert_eq!(interval["class"], "at-risk");
+}

@@ -303,11 +303,11 @@ pub fn attribute(
             };
             // Every key an object has, its own or the journal's, is one of the sources': it is
             // below `source_key_count`.
-            let (key_text, key) = match object_key_text {
-                Some(text) => (Some(text), key),
+            let (key_cell, key) = match object_key_text {
+                Some(_) => (KeyCell::Listed(row as u32), key),
                 None => match by_name {
-                    Some((text, key)) => (Some(text), key),
-                    None => (None, NONE),
+                    Some((journal_row, key)) => (KeyCell::Journal(journal_row), key),
+                    None => (KeyCell::None, NONE),
                 },
             };
             let (source_row, is_journaled) = match key {
@@ -344,7 +344,7 @@ pub fn attribute(
             out.live.push(status.map(|status| keep_status.live(status)));
             out.named.push(is_named);
             out.committed.push(is_committed);
-            out.key.push(key_text);
+            out.key.push(key_cell);
             out.key_id.push((key != NONE).then_some(key));
             out.id.push((id != NONE).then_some(id));
             out.source.push(source_row);
@@ -392,7 +392,7 @@ pub fn attribute(
         .engine("attributing provider objects")?;
     // The creators' columns are taken on a thread of their own while the others are built.
     let (columns, creators) = crate::parallel::side_by_side(
-        || out.columns(&interval_sources),
+        || out.columns(&interval_sources, object_keys, all_keys),
         || creators(&out, all_journal),
     );
     let mut columns = columns?;
@@ -426,9 +426,10 @@ struct KeyIntervals<'f> {
 }
 
 /// What the whole journal says of each object id and each key.
-struct JournalByObject<'a> {
-    /// Per object id: the smallest key of the rows naming it, and whether one is committed.
-    named_key: Vec<Option<(&'a str, u32)>>,
+struct JournalByObject {
+    /// Per object id: the row with the smallest key of the rows naming it, and that key's
+    /// code.
+    named_key: Vec<Option<(u32, u32)>>,
     named: Vec<bool>,
     committed: Vec<bool>,
     /// Per key: whether the journal has it, and whether a committed or reconciled row has it.
@@ -464,13 +465,13 @@ struct JournalCodes<'n> {
     id_count: usize,
 }
 
-impl<'a> JournalByObject<'a> {
+impl JournalByObject {
     /// `keys` are the whole journal's `op_key` cells.
     fn of(
         all_journal: &DataFrame,
-        keys: &'a StringChunked,
+        keys: &StringChunked,
         numbers: JournalCodes<'_>,
-    ) -> Result<JournalByObject<'a>> {
+    ) -> Result<JournalByObject> {
         let JournalCodes {
             key_ids,
             ids,
@@ -480,7 +481,9 @@ impl<'a> JournalByObject<'a> {
         let phases = crate::cells::text_column(all_journal, "phase")?;
         let recorded = one_chunk(crate::cells::int_column(all_journal, "recorded_at")?);
         let try_numbers = one_chunk(crate::cells::int_column(all_journal, "try_number")?);
-        let mut named_key: Vec<Option<(&str, u32)>> = vec![None; id_count];
+        let mut named_key: Vec<Option<(u32, u32)>> = vec![None; id_count];
+        // The least key text of each id so far, beside the row it is on.
+        let mut least_key: Vec<Option<&str>> = vec![None; id_count];
         let mut named = vec![false; id_count];
         let mut committed = vec![false; id_count];
         let mut journaled = vec![false; key_count];
@@ -504,9 +507,10 @@ impl<'a> JournalByObject<'a> {
             let id = id as usize;
             named[id] = true;
             if let Some(text) = key_text
-                && named_key[id].is_none_or(|(least, _)| text < least)
+                && least_key[id].is_none_or(|least| text < least)
             {
-                named_key[id] = Some((text, key));
+                least_key[id] = Some(text);
+                named_key[id] = Some((row as u32, key));
             }
             if is_done(phase) {
                 committed[id] = true;
@@ -815,13 +819,22 @@ impl<'f> IntervalSources<'f> {
     }
 }
 
+/// Where the text of an object's key is: the listing's `op_key` of a row, the whole journal's
+/// of a row, or nowhere (no key).
+#[derive(Clone, Copy)]
+enum KeyCell {
+    None,
+    Listed(u32),
+    Journal(u32),
+}
+
 /// The attribution of the kept objects, row by row.
 #[derive(Default)]
-struct ObjectColumns<'a> {
+struct ObjectColumns {
     live: Vec<Option<bool>>,
     named: Vec<bool>,
     committed: Vec<bool>,
-    key: Vec<Option<&'a str>>,
+    key: Vec<KeyCell>,
     key_id: Vec<Option<u32>>,
     id: Vec<Option<u32>>,
     source: Vec<Option<u32>>,
@@ -831,8 +844,8 @@ struct ObjectColumns<'a> {
     commit: Vec<Option<u32>>,
 }
 
-impl<'a> ObjectColumns<'a> {
-    fn with_capacity(rows: usize) -> ObjectColumns<'a> {
+impl ObjectColumns {
+    fn with_capacity(rows: usize) -> ObjectColumns {
         ObjectColumns {
             live: Vec::with_capacity(rows),
             named: Vec::with_capacity(rows),
@@ -849,7 +862,7 @@ impl<'a> ObjectColumns<'a> {
     }
 
     /// Appends the rows of `other`.
-    fn extend(&mut self, other: ObjectColumns<'a>) {
+    fn extend(&mut self, other: ObjectColumns) {
         self.live.extend(other.live);
         self.named.extend(other.named);
         self.committed.extend(other.committed);
@@ -863,12 +876,18 @@ impl<'a> ObjectColumns<'a> {
         self.commit.extend(other.commit);
     }
 
-    fn columns(&self, interval_sources: &IntervalSources<'_>) -> Result<Vec<Column>> {
+    /// `listed_keys` are the listing's `op_key` cells, `journal_keys` the whole journal's.
+    fn columns(
+        &self,
+        interval_sources: &IntervalSources<'_>,
+        listed_keys: &StringChunked,
+        journal_keys: &StringChunked,
+    ) -> Result<Vec<Column>> {
         let mut columns = vec![
             Column::new("live".into(), &self.live),
             Column::new("named".into(), &self.named),
             Column::new("committed".into(), &self.committed),
-            StringChunked::from_iter_options("key".into(), self.key.iter().copied()).into_column(),
+            self.key_column(listed_keys, journal_keys)?,
             crate::cells::numbers::<UInt32Type>(
                 super::model::KEY_CODE,
                 self.key_id.iter().copied(),
@@ -888,12 +907,43 @@ impl<'a> ObjectColumns<'a> {
         columns.push(Column::new("key_ttl".into(), &self.key_ttl));
         Ok(columns)
     }
+
+    /// The `key` column: each object's cell taken from where its text is, so the cells share
+    /// the texts' memory instead of copying them.
+    fn key_column(&self, listed: &StringChunked, journal: &StringChunked) -> Result<Column> {
+        let rows = |wanted: fn(KeyCell) -> Option<u32>| -> IdxCa {
+            crate::cells::numbers("key", self.key.iter().map(|&cell| wanted(cell)))
+        };
+        let from_listing = rows(|cell| match cell {
+            KeyCell::Listed(row) => Some(row),
+            _ => None,
+        });
+        let mut keys = listed.take(&from_listing).engine("object keys")?;
+        if self
+            .key
+            .iter()
+            .any(|cell| matches!(cell, KeyCell::Journal(_)))
+        {
+            let from_journal = rows(|cell| match cell {
+                KeyCell::Journal(row) => Some(row),
+                _ => None,
+            });
+            let listed_here: BooleanChunked = self
+                .key
+                .iter()
+                .map(|cell| matches!(cell, KeyCell::Listed(_)))
+                .collect();
+            let named = journal.take(&from_journal).engine("object keys")?;
+            keys = keys.zip_with(&listed_here, &named).engine("object keys")?;
+        }
+        Ok(keys.with_name("key".into()).into_column())
+    }
 }
 
 /// `by_run_id`, `by_try_number`, `by_map_index`: each from the creating intent's row where it
 /// has the value, else from the first committed row's; NULL where neither is known. Each
 /// column is one take, of the row each object's value comes from.
-fn creators(objects: &ObjectColumns<'_>, all_journal: &DataFrame) -> Result<Vec<Column>> {
+fn creators(objects: &ObjectColumns, all_journal: &DataFrame) -> Result<Vec<Column>> {
     [
         ("run_id", "by_run_id"),
         ("try_number", "by_try_number"),
