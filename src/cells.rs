@@ -198,39 +198,35 @@ impl Runs {
             .iter()
             .map(|array| (array.views().as_slice(), array.validity()))
             .collect();
-        let same = |row: usize| {
-            cells.iter().all(|(views, validity)| {
-                views[row].as_u128() == views[row - 1].as_u128()
-                    && validity.is_none_or(|valid| valid.get_bit(row) == valid.get_bit(row - 1))
-            })
+        // Whether each of the first `rows` rows starts a run, column by column: a pass over each
+        // column's views (and validity) that compares each cell with the one before it.
+        let run_starts = |rows: usize| {
+            let mut starts = vec![false; rows];
+            for (views, validity) in &cells {
+                for (start, pair) in starts.iter_mut().skip(1).zip(views[..rows].windows(2)) {
+                    *start |= pair[0].as_u128() != pair[1].as_u128();
+                }
+                if let Some(valid) = validity {
+                    let (before, now) = (valid.iter(), valid.iter().skip(1));
+                    for ((start, before), now) in starts.iter_mut().skip(1).zip(before).zip(now) {
+                        *start |= before != now;
+                    }
+                }
+            }
+            starts
         };
         let sampled = rows.min(Self::SAMPLE);
-        let sample_runs = (1..sampled).filter(|&row| !same(row)).count() + 1;
+        let sample_runs = run_starts(sampled).iter().skip(1).filter(|&&s| s).count() + 1;
         if sampled == 0 || sample_runs * 4 > sampled * 3 {
             return None;
         }
-        // Whether each row starts a run, column by column: a pass over each column's views (and
-        // validity) that compares each cell with the one before it.
-        let mut starts_run = vec![false; rows];
-        for (views, validity) in &cells {
-            for (starts, pair) in starts_run[1..].iter_mut().zip(views.windows(2)) {
-                *starts |= pair[0].as_u128() != pair[1].as_u128();
-            }
-            if let Some(valid) = validity {
-                let after = valid.iter().skip(1);
-                for ((starts, before), now) in
-                    starts_run[1..].iter_mut().zip(valid.iter()).zip(after)
-                {
-                    *starts |= before != now;
-                }
-            }
-        }
-        let mut starts = vec![0];
-        starts.extend(
-            (1..rows)
-                .filter(|&row| starts_run[row])
-                .map(|row| row as u32),
-        );
+        let starts = std::iter::once(0)
+            .chain(
+                (1..rows as u32)
+                    .zip(run_starts(rows).into_iter().skip(1))
+                    .filter_map(|(row, start)| start.then_some(row)),
+            )
+            .collect();
         Some(Runs { starts, rows })
     }
 
