@@ -259,7 +259,7 @@ fn times_that_tie_in_any_order_give_the_same_audit() {
     let audit_of = |tables: &onceonly::sources::Tables| {
         let (report, verdicts, _) = audit::audit_tables(&config, tables, &AuditOptions::default())
             .unwrap()
-            .into_results(true)
+            .into_results()
             .unwrap();
         let verdicts = verdicts
             .expect("verdicts asked for")
@@ -390,7 +390,7 @@ fn a_shuffled_snapshot_put_in_time_order_gives_the_same_report_verdicts_and_plan
         };
         let (report, verdicts, plan) = audit::run(&config, &options)
             .unwrap()
-            .into_results(true)
+            .into_results()
             .unwrap();
         let verdicts = verdicts.expect("verdicts asked for");
         let mut plan = serde_json::to_value(plan.unwrap()).unwrap();

@@ -50,8 +50,7 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     };
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
-    let (report, verdicts, plan) =
-        engine::run(config, &options)?.into_results(outputs.show_verdicts())?;
+    let (report, verdicts, plan) = engine::run(config, &options)?.into_results()?;
     write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
     Ok(report)
 }

@@ -78,15 +78,13 @@ impl Audit {
         Ok(self.verdicts_frame.get_or_init(|| frame))
     }
 
-    /// The report, the verdicts frame when `with_verdicts` (only then is it made) and the plan,
-    /// the joined frames (the bulk of the memory) freed.
-    pub fn into_results(
-        self,
-        with_verdicts: bool,
-    ) -> Result<(Report, Option<DataFrame>, Option<Plan>)> {
-        let verdicts = match with_verdicts {
-            true => Some(self.verdicts()?.clone()),
-            false => None,
+    /// The report, the verdicts frame unless the audit was run without it
+    /// (`AuditOptions::without_verdicts_frame`; only then is it made) and the plan, the joined
+    /// frames (the bulk of the memory) freed.
+    pub fn into_results(self) -> Result<(Report, Option<DataFrame>, Option<Plan>)> {
+        let verdicts = match self.without_verdicts_frame {
+            false => Some(self.verdicts()?.clone()),
+            true => None,
         };
         Ok((self.report, verdicts, self.plan))
     }
