@@ -255,9 +255,9 @@ pub struct SourceColumn {
 
 /// The nullable columns that preparing, the verdicts and the report never read: kept as
 /// evidence, for a saved snapshot, and for the rules, the plan and the verdicts frame that
-/// name them (`Rule::reads`, `rules::repair::plan_reads`, `verdicts::FRAME_READS`). An audit of a snapshot leaves those nobody it runs
-/// reads NULL rather than decoding them (`engine::read`), as a query reads only the columns it
-/// names.
+/// name them (`Rule::reads`, `rules::repair::plan_reads`, `verdicts::FRAME_READS`). An audit
+/// of a snapshot leaves those nobody it runs reads NULL rather than decoding them
+/// (`engine::read`), as a query reads only the columns it names.
 pub const READ_ON_DEMAND: &[SourceColumn] = &[
     SourceColumn {
         table: Table::Attempts,

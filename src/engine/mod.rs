@@ -143,9 +143,7 @@ fn audit_read(config: &Config, read: read::Read<'_>, options: &AuditOptions) -> 
         // preparing the tries read, prepared by now: the prepared tries keep none of them.
         if let Cow::Owned(tables) = &mut tables {
             let _absent = tables.provider.drop_in_place("raw");
-            tables.attempts = tables
-                .attempts
-                .drop_many(crate::prepare::model::READ_WHILE_PREPARING);
+            tables.attempts = crate::prepare::model::without_read_while_preparing(&tables.attempts);
         }
         audit_with(config, tables, early, options, fingerprint)
     })

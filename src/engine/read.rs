@@ -124,9 +124,9 @@ pub fn tables_then<T>(
 }
 
 /// The columns of `model::READ_ON_DEMAND` an audit of a snapshot leaves NULL, undecoded:
-/// those neither its rules, its plan nor its verdicts frame read. A part's audit (`--partition-out`) reads what a
-/// plan reads too, since the merge plans from the rows it writes; saved again, the snapshot
-/// keeps every column.
+/// those neither its rules, its plan nor its verdicts frame read. A part's audit
+/// (`--partition-out`) reads what a plan and a frame read too, since the merge plans from the
+/// rows it writes and merges the parts' frames; saved again, the snapshot keeps every column.
 pub fn left_unread(options: &AuditOptions) -> Vec<SourceColumn> {
     if options.save_snapshot.is_some() {
         return Vec::new();

@@ -386,16 +386,7 @@ impl Prepared {
         tries
             .hstack_mut(&[label?, expected?])
             .engine("preparing tries")?;
-        let read_while_preparing: Vec<PlSmallStr> = tries
-            .get_column_names()
-            .into_iter()
-            .filter(|name| {
-                model::READ_WHILE_PREPARING.contains(&name.as_str())
-                    || name.starts_with(crate::keys::CONF_PREFIX)
-            })
-            .cloned()
-            .collect();
-        let tries = tries.drop_many(read_while_preparing);
+        let tries = model::without_read_while_preparing(&tries);
         crate::timing::phase("prepare:tries", t);
         Ok((tries, pipelines))
     }

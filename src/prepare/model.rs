@@ -126,6 +126,21 @@ pub const READ_WHILE_PREPARING: [&str; 6] = [
     "dag_timezone",
 ];
 
+/// `frame` without the columns only preparing reads: those of [`READ_WHILE_PREPARING`] and
+/// the `conf.NAME` values taken out for key templates, where it has them.
+pub fn without_read_while_preparing(frame: &DataFrame) -> DataFrame {
+    let read_while_preparing: Vec<PlSmallStr> = frame
+        .get_column_names()
+        .into_iter()
+        .filter(|name| {
+            READ_WHILE_PREPARING.contains(&name.as_str())
+                || name.starts_with(crate::keys::CONF_PREFIX)
+        })
+        .cloned()
+        .collect();
+    frame.drop_many(read_while_preparing)
+}
+
 /// The columns `prepare` adds to the audited journal.
 pub mod journal {
     /// The row of `tries` of the row's own try (`TRY`), NULL where the audit has none.
