@@ -269,12 +269,16 @@ fn a_snapshots_verdicts_show_the_workers_the_sources_gave() {
     ]);
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
     let columns = |path: &std::path::Path| -> Vec<(String, String)> {
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut rows = text.lines().map(|line| line.split(',').collect::<Vec<_>>());
-        let header = rows.next().unwrap();
-        let at = |name: &str| header.iter().position(|c| *c == name).unwrap();
+        let mut reader = csv::Reader::from_path(path).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let at = |name: &str| header.iter().position(|c| c == name).unwrap();
         let (host, pid) = (at("hostname"), at("pid"));
-        rows.map(|row| (row[host].to_string(), row[pid].to_string()))
+        reader
+            .records()
+            .map(|row| {
+                let row = row.unwrap();
+                (row[host].to_string(), row[pid].to_string())
+            })
             .collect()
     };
     let (live, offline) = (columns(&live), columns(&offline));
