@@ -1,6 +1,7 @@
 //! Where an audit spends its time, for `bench/scale` and for whoever makes it faster.
 //!
 //! * `ONCEONLY_TIMINGS=1`: each phase's wall time and the peak memory so far go to stderr;
+//!   `ONCEONLY_TIMINGS=columns` also prints the size of each column of the tables measured;
 //! * `ONCEONLY_PROFILE=1`: each polars query also prints its plan nodes with their start and
 //!   end in microseconds.
 
@@ -61,7 +62,9 @@ fn process_cpu() -> Option<f64> {
 }
 
 /// Prints `onceonly timing: size NAME ROWS rows MiB` (polars' estimate of the frame's memory)
-/// when `ONCEONLY_TIMINGS` is set.
+/// when `ONCEONLY_TIMINGS` is set; with `ONCEONLY_TIMINGS=columns`, a line `size NAME.COLUMN
+/// TYPE MiB` for each column besides. Columns that share buffers (views of the same texts)
+/// each count them whole, so the columns can add up to more than the frame holds.
 pub fn size(name: &str, frame: &DataFrame) {
     if std::env::var_os("ONCEONLY_TIMINGS").is_none() {
         return;
@@ -80,6 +83,20 @@ pub fn size(name: &str, frame: &DataFrame) {
         frame.height(),
         bytes as f64 / (1024.0 * 1024.0)
     );
+    if std::env::var_os("ONCEONLY_TIMINGS").is_some_and(|v| v == "columns") {
+        for column in frame.columns() {
+            let bytes = match column {
+                Column::Scalar(_) => 0,
+                _ => column.as_materialized_series().estimated_size(),
+            };
+            eprintln!(
+                "onceonly timing: size {name}.{} {} {:.1} MiB",
+                column.name(),
+                column.dtype(),
+                bytes as f64 / (1024.0 * 1024.0)
+            );
+        }
+    }
 }
 
 /// `lazy.run("doing what")`: collects, naming the step in errors and in profiles.
