@@ -179,7 +179,6 @@ impl Verdicts {
                 "run_id",
                 "try_number",
                 "operation",
-                "interval",
                 "basis",
                 "state",
                 "start_date",
@@ -187,6 +186,10 @@ impl Verdicts {
                 "hostname",
                 "pid",
             ])
+            .engine("computing verdicts")?;
+        // The label goes after the operation, where the frame has always had it.
+        let label_at = out.get_column_index("operation").map_or(0, |at| at + 1);
+        out.insert_column(label_at, crate::prepare::interval_labels(tries)?)
             .engine("computing verdicts")?;
         out.hstack_mut(&[
             op_key.into_column(),

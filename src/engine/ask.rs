@@ -8,6 +8,7 @@ use polars::prelude::*;
 use crate::cells::{bools, ints, texts};
 use crate::error::{EngineContext, Result};
 use crate::model::{Table, utc};
+use crate::prepare::interval_texts;
 
 use super::Audit;
 
@@ -85,7 +86,7 @@ impl Audit {
             )
             .collect()
             .engine("trace: intervals")?;
-        Ok(distinct(texts(&hits, "interval")?))
+        Ok(distinct(interval_texts(&hits)?))
     }
 
     /// The intervals of a run of the DAG, by label.
@@ -96,7 +97,7 @@ impl Audit {
             .filter(of_dag(dag).and(col("run_id").eq(lit(run_id.to_string()))))
             .collect()
             .engine("trace: run")?;
-        Ok(distinct(texts(&hits, "interval")?))
+        Ok(distinct(interval_texts(&hits)?))
     }
 
     /// The intervals journal rows or provider objects under `key` belong to, by label.
@@ -113,22 +114,25 @@ impl Audit {
             .filter(col("key").eq(lit(key.to_string())))
             .collect()
             .engine("trace: key")?;
-        let mut intervals = texts(&journal, "interval")?;
-        intervals.extend(texts(&objects, "interval")?);
+        let mut intervals = interval_texts(&journal)?;
+        intervals.extend(interval_texts(&objects)?);
         Ok(distinct(intervals))
     }
 
     /// How many intervals of the DAG the audit read.
     pub fn interval_count(&self, dag: &str) -> Result<usize> {
-        Ok(self
+        let tries = self
             .prepared
             .tries()
             .filter(of_dag(dag))
-            .select([col("interval")])
-            .unique(None, UniqueKeepStrategy::Any)
+            .select([col("iv_start"), col("iv_end")])
             .collect()
-            .engine("trace: intervals")?
-            .height())
+            .engine("trace: intervals")?;
+        // Counted by label, NULL (no interval) being one.
+        let mut labels = interval_texts(&tries)?;
+        labels.sort();
+        labels.dedup();
+        Ok(labels.len())
     }
 
     /// The journal rows of the DAG's `intervals` and those under `keys`, in the journal's own
@@ -139,7 +143,8 @@ impl Audit {
         intervals: &[String],
         keys: &[String],
     ) -> Result<Vec<JournalRow>> {
-        let journal = selected(self.prepared.journal(), "op_key", dag, intervals, keys)
+        let journal = labelled(self.prepared.journal(), "op_key", dag, keys)?;
+        let journal = selected(journal, "op_key", dag, intervals, keys)
             .sort(Table::Journal.sort_key().to_vec(), Default::default())
             .collect()
             .engine("trace: journal")?;
@@ -172,7 +177,8 @@ impl Audit {
         intervals: &[String],
         keys: &[String],
     ) -> Result<Vec<ProviderObject>> {
-        let objects = selected(self.prepared.objects(), "key", dag, intervals, keys)
+        let objects = labelled(self.prepared.objects(), "key", dag, keys)?;
+        let objects = selected(objects, "key", dag, intervals, keys)
             .sort(Table::Provider.sort_key().to_vec(), Default::default())
             .collect()
             .engine("trace: objects")?;
@@ -212,7 +218,6 @@ impl Audit {
             .agg([
                 col("operation").first(),
                 col("task_id").first(),
-                col("interval").first(),
                 col("expected_key").drop_nulls().first(),
             ])
             .sort(
@@ -226,7 +231,7 @@ impl Audit {
             texts(&intervals, "operation")?,
             ints(&intervals, "map_index")?,
             ints(&intervals, "iv_start")?,
-            texts(&intervals, "interval")?,
+            interval_texts(&intervals)?,
             texts(&intervals, "expected_key")?,
         );
         Ok((0..intervals.height())
@@ -340,7 +345,19 @@ fn by_pipeline_interval() -> Vec<Expr> {
         .collect()
 }
 
-/// Rows of the DAG's `intervals`, and rows whose `key_column` is one of `keys`.
+/// The rows of the DAG and those whose `key_column` is one of `keys`, with their interval
+/// labels, for [`selected`] to pick from.
+fn labelled(frame: LazyFrame, key_column: &str, dag: &str, keys: &[String]) -> Result<LazyFrame> {
+    let key_list = lit(Series::new("k".into(), keys.to_vec())).implode(false);
+    let rows = frame
+        .filter(of_dag(dag).or(col(key_column).is_in(key_list, false)))
+        .collect()
+        .engine("trace: intervals")?;
+    Ok(crate::prepare::with_interval_labels(&rows)?.lazy())
+}
+
+/// Rows of the DAG's `intervals`, and rows whose `key_column` is one of `keys` (of a frame
+/// with interval labels: the verdicts, or one [`labelled`] made).
 fn selected(
     frame: LazyFrame,
     key_column: &str,

@@ -360,10 +360,7 @@ impl Prepared {
             .engine("audit intervals")?;
         crate::timing::phase("prepare:tries:intervals", step);
         let step = std::time::Instant::now();
-        let mut formatted = vec![
-            ("iv_start", LABEL_FORMAT.to_string(), crate::keys::UTC),
-            ("iv_end", LABEL_FORMAT.to_string(), crate::keys::UTC),
-        ];
+        let mut formatted = Vec::new();
         for key in config.operations.iter().filter_map(|op| op.key.as_ref()) {
             formatted.extend(key.times().map(|(c, f, z)| (c, f.to_string(), z)));
         }
@@ -379,13 +376,8 @@ impl Prepared {
             times: times.into_iter().collect::<Result<_>>()?,
         };
         crate::timing::phase("prepare:tries:times", step);
-        let (label, expected) = crate::parallel::side_by_side(
-            || interval_label(&tries, &times),
-            || expected_key(&config.operations, &tries, &times),
-        );
-        tries
-            .hstack_mut(&[label?, expected?])
-            .engine("preparing tries")?;
+        let expected = expected_key(&config.operations, &tries, &times)?;
+        tries.with_column(expected).engine("preparing tries")?;
         let tries = model::without_read_while_preparing(&tries);
         crate::timing::phase("prepare:tries", t);
         Ok((tries, pipelines))
@@ -427,7 +419,7 @@ impl Prepared {
         tries.with_column(run_codes).engine("run codes")?;
         // Each row takes its run's interval from any try of the run (all of them agree).
         let interval = tries
-            .select(["iv_start", "iv_end", "interval"])
+            .select(["iv_start", "iv_end"])
             .engine("journal intervals")?
             .take(&run_row)
             .engine("journal intervals")?;
@@ -1083,9 +1075,10 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
     ])
 }
 
+/// How an interval label ([`interval_labels`]) writes its times.
 const LABEL_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
-/// The tries' times formatted as labels and key templates need them, by (column, format, zone).
+/// The tries' times formatted as key templates need them, by (column, format, zone).
 struct Times<'f> {
     formatted: &'f [(&'static str, String, crate::keys::Zone)],
     times: Vec<crate::keys::FormattedTimes>,
@@ -1109,19 +1102,23 @@ impl Times<'_> {
     }
 }
 
-/// The interval as people write it: `start/end`, or one instant for a point interval. Each
-/// distinct interval's label is written once (a run's tries, and the runs of many DAGs, share
-/// an interval).
-fn interval_label(tries: &DataFrame, times: &Times<'_>) -> Result<Column> {
-    let text = |column: &str| times.of(column, LABEL_FORMAT, crate::keys::UTC);
-    let (start_text, end_text) = (text("iv_start")?, text("iv_end")?);
-    let int = |name: &str| crate::cells::int_column(tries, name);
-    let (start, end) = (int("iv_start")?, int("iv_end")?);
+/// The interval label ([`model::interval::LABEL`]) of each row of a frame that has the audit
+/// interval's columns: `start/end`, or the start alone where the interval has no length; NULL
+/// where it has no start. The prepared frames keep no such column (a text cell a row, and
+/// most rows are never printed): what prints intervals, or picks them by label, makes the
+/// labels of the rows it reads. Each distinct interval's label is written once (a run's tries,
+/// and the runs of many DAGs, share an interval).
+pub fn interval_labels(frame: &DataFrame) -> Result<Column> {
+    use crate::keys::FormattedTimes;
+    let text = |column: &str| FormattedTimes::of(frame, column, LABEL_FORMAT, crate::keys::UTC);
+    let (start_text, end_text) = (text(model::interval::START)?, text(model::interval::END)?);
+    let int = |name: &str| crate::cells::int_column(frame, name);
+    let (start, end) = (int(model::interval::START)?, int(model::interval::END)?);
     let mut labels: Vec<String> = Vec::new();
     let mut spans: Vec<(i64, Option<i64>)> = Vec::new();
     let mut dictionary = Dictionary::default();
     let mut previous: Option<u32> = None;
-    let mut rows = Vec::with_capacity(tries.height());
+    let mut rows = Vec::with_capacity(frame.height());
     let times = start.iter().zip(end.iter()).enumerate();
     for (row, (start, end)) in times {
         let (from, to) = (start_text.get(row), end_text.get(row));
@@ -1141,7 +1138,27 @@ fn interval_label(tries: &DataFrame, times: &Times<'_>) -> Result<Column> {
         previous = Some(encoded.code());
         rows.push(Some(encoded.code() as IdxSize));
     }
-    Ok(crate::cells::repeated_texts("interval", &labels, rows.into_iter()).into_column())
+    let labels = crate::cells::repeated_texts(model::interval::LABEL, &labels, rows.into_iter());
+    Ok(labels.into_column())
+}
+
+/// `frame` with the interval label of each row ([`interval_labels`]) as its last column.
+pub fn with_interval_labels(frame: &DataFrame) -> Result<DataFrame> {
+    let mut labelled = frame.clone();
+    labelled
+        .with_column(interval_labels(frame)?)
+        .engine("labelling intervals")?;
+    Ok(labelled)
+}
+
+/// The interval label of each row of `frame` ([`interval_labels`]), as texts.
+pub fn interval_texts(frame: &DataFrame) -> Result<Vec<Option<String>>> {
+    let labels = interval_labels(frame)?;
+    let labels = labels.str().engine("labelling intervals")?;
+    Ok(labels
+        .iter()
+        .map(|label| label.map(str::to_string))
+        .collect())
 }
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
@@ -1262,5 +1279,63 @@ mod tests {
         let prepared = DataFrame::new_infer_height(vec![iv_start]).unwrap();
         assert_eq!(ints(&filtered), ints(&prepared));
         assert_eq!(ints(&prepared), [Some(10), Some(21), Some(31), Some(42)]);
+    }
+
+    /// Labels are made for whatever rows a reader has: the whole frame or rows picked from it
+    /// give each row the same label.
+    #[test]
+    fn an_interval_label_is_start_slash_end_or_the_start_alone() {
+        const HOUR: i64 = 3_600_000_000;
+        let time = |name: &str, values: &[Option<i64>]| {
+            Column::new(name.into(), values)
+                .cast(&crate::model::utc())
+                .unwrap()
+        };
+        let starts = [
+            Some(0),
+            Some(0),
+            Some(HOUR),
+            Some(HOUR),
+            None,
+            Some(7),
+            Some(0),
+        ];
+        let ends = [
+            Some(HOUR),
+            Some(HOUR),
+            Some(HOUR),
+            Some(0),
+            Some(HOUR),
+            None,
+            Some(HOUR),
+        ];
+        let frame = DataFrame::new_infer_height(vec![
+            time(model::interval::START, &starts),
+            time(model::interval::END, &ends),
+        ])
+        .unwrap();
+        let labels = interval_texts(&frame).unwrap();
+        let whole = "1970-01-01T00:00:00Z/1970-01-01T01:00:00Z";
+        let point = "1970-01-01T01:00:00Z";
+        let expected = [
+            Some(whole),
+            Some(whole),
+            Some(point),
+            Some(point),
+            None,
+            Some("1970-01-01T00:00:00Z"),
+            Some(whole),
+        ];
+        assert_eq!(labels, expected.map(|label| label.map(str::to_string)));
+        let picked = frame
+            .take(&IdxCa::from_vec("row".into(), vec![6, 3, 4]))
+            .unwrap();
+        let picked_labels = interval_texts(&picked).unwrap();
+        assert_eq!(picked_labels, [6, 3, 4].map(|row| labels[row].clone()));
+        let labelled = with_interval_labels(&picked).unwrap();
+        assert_eq!(
+            crate::cells::texts(&labelled, model::interval::LABEL).unwrap(),
+            picked_labels
+        );
     }
 }

@@ -97,7 +97,9 @@ pub mod interval {
     /// The audit interval (SPEC §2).
     pub const START: &str = "iv_start";
     pub const END: &str = "iv_end";
-    /// The interval as findings print it: `start/end`, or `start` where it has no length.
+    /// The interval as findings print it: `start/end`, or `start` where it has no length. No
+    /// prepared frame has it as a column: `prepare::interval_labels` makes it from the start
+    /// and end for the rows that are printed or picked by it.
     pub const LABEL: &str = "interval";
 }
 
@@ -174,12 +176,11 @@ pub mod objects {
     pub const BY_MAP_INDEX: &str = "by_map_index";
 }
 
-const INTERVAL: [Added; 5] = [
+const INTERVAL: [Added; 4] = [
     added(interval::OPERATION, Kind::Text),
     added(interval::PIPELINE, Kind::Code),
     added(interval::START, Kind::Time),
     added(interval::END, Kind::Time),
-    added(interval::LABEL, Kind::Text),
 ];
 
 /// Every column `prepare` adds to each table, interval columns first.

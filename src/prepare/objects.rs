@@ -652,14 +652,13 @@ struct IntervalSourceColumns<'f> {
 
 /// The columns an object takes from its interval's row. (`task_id` orders the rows but is not taken: the
 /// pipeline stands for it.)
-const FROM_SOURCE: [&str; 7] = [
+const FROM_SOURCE: [&str; 6] = [
     "operation",
     "dag_id",
     "pipeline",
     "map_index",
     "iv_start",
     "iv_end",
-    "interval",
 ];
 
 /// How the rows a key can take its interval from compare: the earliest interval first, NULLs

@@ -49,8 +49,8 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
     let journal = prepared
         .journal
         .filter(&of_approved_keys(&journal_keys))
-        .engine("A001")?
-        .lazy();
+        .engine("A001")?;
+    let journal = crate::prepare::with_interval_labels(&journal)?.lazy();
     let objects = prepared
         .objects
         .filter(&of_approved_keys(&prepared.object_key_codes()?))

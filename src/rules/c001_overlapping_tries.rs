@@ -1,8 +1,8 @@
 use polars::prelude::*;
 
 use crate::cells::{int_column, one_chunk, text_column};
-use crate::error::Result;
-use crate::prepare::Prepared;
+use crate::error::{EngineContext, Result};
+use crate::prepare::{Prepared, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Evidence, Finding, FindingDraft, declare_rule, impl_rule, try_ref};
 use crate::timestamp;
@@ -100,11 +100,18 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
 
     // Cells are read for the overlapping tries alone.
     let text = |name: &str| -> Result<StringChunked> { Ok(one_chunk(text_column(tries, name)?)) };
-    let (operation, interval, host) = (text("operation")?, text("interval")?, text("hostname")?);
+    let (operation, host) = (text("operation")?, text("hostname")?);
     let cell = |column: &StringChunked, row: usize| column.get(row).map(str::to_string);
+    let firsts: Vec<IdxSize> = overlaps.iter().map(|&(row, _)| row as IdxSize).collect();
+    let spans = tries
+        .select([model::interval::START, model::interval::END])
+        .and_then(|spans| spans.take(&IdxCa::from_vec("row".into(), firsts)))
+        .engine("C001")?;
+    let intervals = crate::prepare::interval_texts(&spans)?;
     overlaps
         .into_iter()
-        .map(|(row, later)| {
+        .zip(intervals)
+        .map(|((row, later), interval)| {
             let run_id = runs.get(row).unwrap_or_default().to_string();
             let (first, second) = (
                 try_ref(&run_id, numbers.get(row), maps.get(row)),
@@ -117,7 +124,7 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             Ok(OverlappingTries::finding(FindingDraft {
                 dag_id: cell(&dags, row),
                 operation: cell(&operation, row),
-                interval: cell(&interval, row),
+                interval,
                 op_key: None,
                 message: format!(
                     "{first} on {} ({until}) overlapped {second} on {}, started {}",

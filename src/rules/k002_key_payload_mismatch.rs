@@ -62,7 +62,8 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
             .iter()
             .map(|key| Some(key.is_some_and(|key| mismatched[key as usize])))
             .collect();
-        Ok(frame.filter(&rows).engine("K002")?.lazy())
+        let picked = frame.filter(&rows).engine("K002")?;
+        Ok(crate::prepare::with_interval_labels(&picked)?.lazy())
     };
     let [(journal, journal_keys), (objects, object_keys)] = &tables;
     let from_journal = of_mismatched(journal, journal_keys)?.select([

@@ -55,7 +55,7 @@ impl ObjectRows {
             created_at: ints(df, "created_at")?,
             dag_id: texts(df, "dag_id")?,
             operation: texts(df, "operation")?,
-            interval: texts(df, "interval")?,
+            interval: crate::prepare::interval_texts(df)?,
             by_run_id: texts(df, "by_run_id")?,
             by_try_number: ints(df, "by_try_number")?,
             by_map_index: ints(df, "by_map_index")?,
@@ -146,7 +146,7 @@ impl JournalRows {
             external_id: texts(df, "external_id")?,
             recorded_at: ints(df, "recorded_at")?,
             operation: texts(df, "operation")?,
-            interval: texts(df, "interval")?,
+            interval: crate::prepare::interval_texts(df)?,
         })
     }
 
@@ -212,7 +212,7 @@ impl TryRows {
             start_date: ints(df, "start_date")?,
             end_date: ints(df, "end_date")?,
             operation: texts(df, "operation")?,
-            interval: texts(df, "interval")?,
+            interval: crate::prepare::interval_texts(df)?,
             expected_key: texts(df, "expected_key")?,
         })
     }
