@@ -179,7 +179,6 @@ impl Verdicts {
                 "run_id",
                 "try_number",
                 "operation",
-                "basis",
                 "state",
                 "start_date",
                 "end_date",
@@ -187,9 +186,18 @@ impl Verdicts {
                 "pid",
             ])
             .engine("computing verdicts")?;
-        // The label goes after the operation, where the frame has always had it.
+        // The interval's label and basis go after the operation, where the frame has always
+        // had them, as texts.
         let label_at = out.get_column_index("operation").map_or(0, |at| at + 1);
+        let bases = crate::cells::code_column(tries, crate::prepare::model::tries::BASIS)?;
+        let bases = bases.iter().map(|code| code.map(|code| code as IdxSize));
+        let basis = crate::cells::repeated_texts(
+            crate::prepare::model::tries::BASIS,
+            &crate::prepare::model::tries::BASES,
+            bases,
+        );
         out.insert_column(label_at, crate::prepare::interval_labels(tries)?)
+            .and_then(|out| out.insert_column(label_at + 1, basis.into_column()))
             .engine("computing verdicts")?;
         out.hstack_mut(&[
             op_key.into_column(),

@@ -79,8 +79,9 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
     let tries = &prepared.tries;
     let numbers = prepared.try_run_codes()?;
     let text = |name: &str| crate::cells::text_column(tries, name);
-    let (bases, dags, runs) = (text("basis")?, text("dag_id")?, text("run_id")?);
-    let mut basis_of_run: Vec<Option<Option<&str>>> = prepared.codes.per_run(None);
+    let (dags, runs) = (text("dag_id")?, text("run_id")?);
+    let bases = crate::cells::code_column(tries, crate::prepare::model::tries::BASIS)?;
+    let mut basis_of_run: Vec<Option<Option<u32>>> = prepared.codes.per_run(None);
     // (run number, or the pair as read where there is none; basis) beyond each run's first.
     let mut others = std::collections::HashSet::new();
     for (row, (number, basis)) in numbers.iter().zip(bases.iter()).enumerate() {
@@ -105,9 +106,10 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
         .copied()
         .chain(others.iter().map(|(_, basis)| *basis))
     {
-        *counts
-            .entry(basis.unwrap_or("unknown").to_string())
-            .or_insert(0) += 1;
+        let name = basis.map_or("unknown", |code| {
+            crate::prepare::model::tries::BASES[code as usize]
+        });
+        *counts.entry(name.to_string()).or_insert(0) += 1;
     }
     Ok((prepared.codes.runs + uncoded.len(), counts))
 }

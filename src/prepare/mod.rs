@@ -35,10 +35,6 @@ pub use objects::{Grouped, JournalTexts, ObjectTexts};
 /// microseconds before a try's intent or start may still be that try's.
 pub const ROUNDING: i64 = 1_000_000;
 
-pub const BASIS_DATA_INTERVAL: &str = "data_interval";
-pub const BASIS_LOGICAL_DATE: &str = "logical_date";
-pub const BASIS_RUN_AFTER: &str = "run_after";
-
 pub use crate::model::{TASK_INSTANCE, TRY};
 /// The columns that identify one interval of one pipeline: a DAG's task, coded in
 /// `pipeline` (SPEC §4: an operation whose `dag_id` is a glob covers each matching DAG as its
@@ -1050,7 +1046,6 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
         .iter()
         .zip(interval_end.iter())
         .zip(logical_date.iter().zip(run_after.iter()));
-    const BASES: [&str; 3] = [BASIS_DATA_INTERVAL, BASIS_LOGICAL_DATE, BASIS_RUN_AFTER];
     for ((from, to), (logical, after)) in times {
         let (from, to, why) = match (from, to, logical) {
             (Some(from), Some(to), _) if to > from => (Some(from), Some(to), 0),
@@ -1059,7 +1054,8 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
         };
         start.push(from);
         end.push(to);
-        basis.push(from.map(|_| why));
+        // `why` is the basis's code: its place in `model::tries::BASES`.
+        basis.push(from.map(|_| why as u32));
     }
     let time = |name: &str, values: Vec<Option<i64>>| {
         crate::cells::numbers::<Int64Type>(name, values.into_iter())
@@ -1071,7 +1067,7 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
     Ok([
         time("iv_start", start)?,
         time("iv_end", end)?,
-        crate::cells::repeated_texts("basis", &BASES, basis.into_iter()).into_column(),
+        crate::cells::numbers::<UInt32Type>(model::tries::BASIS, basis.into_iter()).into_column(),
     ])
 }
 

@@ -105,9 +105,11 @@ pub mod interval {
 
 /// The columns `prepare` adds to the attempts of operation tasks.
 pub mod tries {
-    /// Which of the run's times the audit interval is (`data_interval`, `logical_date`,
-    /// `run_after`).
+    /// Which of the run's times the audit interval is, coded: its name is `BASES[code]`;
+    /// NULL where the try has no interval.
     pub const BASIS: &str = "basis";
+    /// The names of the bases, by code.
+    pub const BASES: [&str; 3] = ["data_interval", "logical_date", "run_after"];
     /// The key the operation's template gives the try.
     pub const EXPECTED_KEY: &str = "expected_key";
     /// The run (`dag_id`, `run_id`), coded.
@@ -185,7 +187,7 @@ const INTERVAL: [Added; 4] = [
 
 /// Every column `prepare` adds to each table, interval columns first.
 pub const TRIES: [Added; 4] = [
-    added(tries::BASIS, Kind::Text),
+    added(tries::BASIS, Kind::Code),
     added(tries::EXPECTED_KEY, Kind::Text),
     added(KEY_CODE, Kind::Code),
     added(tries::RUN_CODE, Kind::Code),
