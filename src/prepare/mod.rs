@@ -1138,6 +1138,23 @@ pub fn interval_labels(frame: &DataFrame) -> Result<Column> {
     Ok(labels.into_column())
 }
 
+/// The interval of each of `rows` (rows of a frame with the audit interval's columns) coded so
+/// that two rows have the same code exactly where their labels ([`interval_labels`]) are the
+/// same text; [`NULL`] where a row has no start. A label writes the start, and the end where
+/// the interval has length, to the second: the codes stand for those seconds, so intervals are
+/// compared as findings print them without a label being written.
+pub fn interval_label_codes(frame: &DataFrame, rows: &[IdxSize]) -> Result<Vec<u32>> {
+    let int = |name: &str| crate::cells::int_column(frame, name).map(one_chunk);
+    let (start, end) = (int(model::interval::START)?, int(model::interval::END)?);
+    let second = |micros: i64| micros.div_euclid(1_000_000);
+    let spans = rows.iter().map(|&row| {
+        let start = start.get(row as usize)?;
+        let end = end.get(row as usize).filter(|&end| end > start);
+        Some((second(start), end.map(second)))
+    });
+    Ok(CopiedDictionary::with_capacity(0).encode_all(spans, rows.len()))
+}
+
 /// `frame` with the interval label of each row ([`interval_labels`]) as its last column.
 pub fn with_interval_labels(frame: &DataFrame) -> Result<DataFrame> {
     let mut labelled = frame.clone();

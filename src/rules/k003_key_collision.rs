@@ -2,9 +2,9 @@ use polars::prelude::*;
 
 use crate::model::Table;
 use crate::cells::one_chunk;
-use crate::dictionary::{NULL, TextDictionary};
-use crate::error::{EngineContext, Result};
-use crate::prepare::{Prepared, model};
+use crate::dictionary::NULL;
+use crate::error::Result;
+use crate::prepare::Prepared;
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -45,17 +45,10 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
     let keys = one_chunk(prepared.journal_key_codes()?);
     let null_key = prepared.codes.keys as u32;
     let key_of = |row: IdxSize| keys.get(row as usize).unwrap_or(null_key);
-    // The intervals are compared by label, as findings print them: the labels are made for
-    // the intents alone.
-    let spans = journal
-        .select([model::interval::START, model::interval::END])
-        .and_then(|spans| spans.take(&IdxCa::from_slice("row".into(), &intents)))
-        .engine("K003")?;
-    let labels = crate::prepare::interval_labels(&spans)?;
-    let labels = labels.str().engine("K003")?;
+    // The intervals are compared as findings print them (`prepare::interval_label_codes`).
     let (dags, intervals) = (
         text_codes(journal, "dag_id", &intents)?,
-        TextDictionary::default().encode_cells(labels.iter()),
+        crate::prepare::interval_label_codes(journal, &intents)?,
     );
     let mut dags_of_key = ManyValues::new(prepared.codes.keys + 1);
     let mut intervals_of_key = ManyValues::new(prepared.codes.keys + 1);
