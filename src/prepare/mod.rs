@@ -1294,6 +1294,61 @@ mod tests {
         assert_eq!(ints(&prepared), [Some(10), Some(21), Some(31), Some(42)]);
     }
 
+    /// K003 compares intervals by `interval_label_codes`: two rows must share a code exactly
+    /// where their labels are the same text, whatever the times' fractions of a second, and
+    /// whether the interval has length, none, or an end before its start.
+    #[test]
+    fn interval_label_codes_agree_with_the_labels() {
+        const SECOND: i64 = 1_000_000;
+        let pairs: [(Option<i64>, Option<i64>); 14] = [
+            (Some(0), Some(3_600 * SECOND)),
+            (Some(400_000), Some(3_600 * SECOND + 999_999)),
+            (Some(0), Some(0)),
+            (Some(0), Some(999_999)),
+            (Some(999_999), Some(SECOND)),
+            (Some(SECOND), Some(SECOND)),
+            (Some(SECOND), Some(0)),
+            (Some(SECOND), None),
+            (Some(SECOND + 1), None),
+            (None, Some(SECOND)),
+            (None, None),
+            (Some(-1), Some(0)),
+            (Some(-SECOND), Some(-SECOND)),
+            (Some(-SECOND + 5), Some(-SECOND + 5)),
+        ];
+        let time = |name: &str, values: Vec<Option<i64>>| {
+            Column::new(name.into(), values)
+                .cast(&crate::model::utc())
+                .unwrap()
+        };
+        let frame = DataFrame::new_infer_height(vec![
+            time(model::interval::START, pairs.iter().map(|p| p.0).collect()),
+            time(model::interval::END, pairs.iter().map(|p| p.1).collect()),
+        ])
+        .unwrap();
+        let labels = interval_texts(&frame).unwrap();
+        // Picked rows in another order than the frame's, each twice.
+        let rows: Vec<IdxSize> = (0..pairs.len() as IdxSize)
+            .rev()
+            .chain(0..pairs.len() as IdxSize)
+            .collect();
+        let codes = interval_label_codes(&frame, &rows).unwrap();
+        for (a, &row_a) in rows.iter().enumerate() {
+            let label_a = &labels[row_a as usize];
+            assert_eq!(codes[a] == NULL, label_a.is_none(), "row {row_a}");
+            for (b, &row_b) in rows.iter().enumerate() {
+                let label_b = &labels[row_b as usize];
+                if label_a.is_some() && label_b.is_some() {
+                    assert_eq!(
+                        codes[a] == codes[b],
+                        label_a == label_b,
+                        "rows {row_a} and {row_b}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Labels are made for whatever rows a reader has: the whole frame or rows picked from it
     /// give each row the same label.
     #[test]
