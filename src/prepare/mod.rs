@@ -1123,11 +1123,12 @@ pub fn interval_labels(frame: &DataFrame) -> Result<Column> {
             rows.push(None);
             continue;
         };
-        let encoded = dictionary.encode((start, end), previous, |code| spans[code as usize]);
+        let span = label_span(start, end);
+        let encoded = dictionary.encode(span, previous, |code| spans[code as usize]);
         if let Encoded::New(_) = encoded {
-            spans.push((start, end));
-            labels.push(match (end, to) {
-                (Some(end), Some(to)) if end > start => format!("{from}/{to}"),
+            spans.push(span);
+            labels.push(match (span.1, to) {
+                (Some(_), Some(to)) => format!("{from}/{to}"),
                 _ => from.to_string(),
             });
         }
@@ -1138,19 +1139,24 @@ pub fn interval_labels(frame: &DataFrame) -> Result<Column> {
     Ok(labels.into_column())
 }
 
-/// The interval of each of `rows` (rows of a frame with the audit interval's columns) coded so
-/// that two rows have the same code exactly where their labels ([`interval_labels`]) are the
-/// same text; [`NULL`] where a row has no start. A label writes the start, and the end where
-/// the interval has length, to the second: the codes stand for those seconds, so intervals are
-/// compared as findings print them without a label being written.
+/// What an interval's label ([`interval_labels`]) says of it: the start to the second, and
+/// the end to the second where the interval has length (the label writes it only there).
+/// Intervals with the same span have the same label.
+fn label_span(start: i64, end: Option<i64>) -> (i64, Option<i64>) {
+    let second = |micros: i64| micros.div_euclid(1_000_000);
+    (second(start), end.filter(|&end| end > start).map(second))
+}
+
+/// The interval of each of `rows` (rows of a frame with the audit interval's columns) coded
+/// by its [`label_span`], so two rows have the same code exactly where their labels are the
+/// same text; [`NULL`] where a row has no start. Intervals are compared as findings print
+/// them without a label being written.
 pub fn interval_label_codes(frame: &DataFrame, rows: &[IdxSize]) -> Result<Vec<u32>> {
     let int = |name: &str| crate::cells::int_column(frame, name).map(one_chunk);
     let (start, end) = (int(model::interval::START)?, int(model::interval::END)?);
-    let second = |micros: i64| micros.div_euclid(1_000_000);
     let spans = rows.iter().map(|&row| {
         let start = start.get(row as usize)?;
-        let end = end.get(row as usize).filter(|&end| end > start);
-        Some((second(start), end.map(second)))
+        Some(label_span(start, end.get(row as usize)))
     });
     Ok(CopiedDictionary::with_capacity(0).encode_all(spans, rows.len()))
 }
