@@ -16,12 +16,22 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 pub fn parse(text: &str) -> Option<i64> {
     // Only instants RFC 3339 can write back (years 0001 to 9999): a value parsed must survive
     // being formatted and read again (found by fuzzing: 16-digit epoch milliseconds).
-    parse_any(text).filter(|micros| (EARLIEST..=LATEST).contains(micros))
+    parse_any(text).filter(|&micros| in_range(micros))
 }
 
 /// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z.
 const EARLIEST: i64 = -62_135_596_800_000_000;
 const LATEST: i64 = 253_402_300_799_999_999;
+
+/// Whether an instant is one the canonical tables hold: years 0001 to 9999, as RFC 3339
+/// writes them. Times read as text are parsed into this range; typed times (a snapshot's
+/// Parquet timestamps) are checked against it.
+pub fn in_range(micros: i64) -> bool {
+    (EARLIEST..=LATEST).contains(&micros)
+}
+
+/// How [`in_range`] is said in a message.
+pub const RANGE: &str = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z";
 
 fn parse_any(text: &str) -> Option<i64> {
     let text = text.trim();

@@ -572,10 +572,11 @@ fn parquet_column(
                             .i64()?
                             .apply_values(|v| v / 1_000),
                         TimeUnit::Microseconds => physical.as_materialized_series().i64()?.clone(),
+                        // A product past i64 is out of range: it is refused below.
                         TimeUnit::Milliseconds => physical
                             .as_materialized_series()
                             .i64()?
-                            .apply_values(|v| v * 1_000),
+                            .apply_values(|v| v.checked_mul(1_000).unwrap_or(i64::MAX)),
                     };
                     Ok(micros
                         .into_datetime(crate::model::TIME_UNIT, None)
@@ -586,8 +587,12 @@ fn parquet_column(
             // refused, not read as NULL.
             _ => column.strict_cast(&spec.kind.dtype()),
         };
+        let converted = converted
+            .map_err(|err| Error::input(Location::source(shown).column(own), err.to_string()))?;
+        if spec.kind == Kind::Time {
+            check_time_range(&converted, shown, own)?;
+        }
         converted
-            .map_err(|err| Error::input(Location::source(shown).column(own), err.to_string()))?
     } else {
         let mut values = Values::new(spec.kind);
         let series = column.as_materialized_series();
@@ -623,6 +628,32 @@ fn parquet_column(
         ));
     }
     Ok(converted)
+}
+
+/// Refuses a typed time column holding an instant outside the canonical range
+/// ([`timestamp::in_range`]), naming its first such row: text times are parsed into
+/// that range, and every later step (key templates, labels, reports) formats them.
+fn check_time_range(column: &Column, shown: &str, own: &str) -> Result<()> {
+    let micros = column
+        .cast(&DataType::Int64)
+        .engine("checking a time column")?;
+    let micros = micros.i64().engine("checking a time column")?;
+    let in_range = |value: Option<i64>| value.is_none_or(timestamp::in_range);
+    if in_range(micros.min()) && in_range(micros.max()) {
+        return Ok(());
+    }
+    let row = micros
+        .iter()
+        .position(|value| !in_range(value))
+        .unwrap_or(0);
+    Err(Error::input(
+        Location::source(shown).row(row + 1).column(own),
+        format!(
+            "{} µs is not a time onceonly reads ({})",
+            micros.get(row).unwrap_or_default(),
+            timestamp::RANGE
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -696,5 +727,37 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(message.contains("row 2, column `created_at`"), "{message}");
+    }
+
+    /// A typed time outside years 0001–9999 (a milliseconds column whose microseconds overflow,
+    /// or a microseconds one past the year 9999) is refused as bad input naming its row, as a
+    /// text time would be, not left for a key template or a label to fail on.
+    #[test]
+    fn parquet_times_out_of_range_are_named() {
+        let cases = [
+            (TimeUnit::Milliseconds, i64::MAX / 10),
+            (TimeUnit::Microseconds, 253_402_300_800_000_000),
+            (TimeUnit::Microseconds, -62_135_596_800_000_001),
+        ];
+        for (unit, far) in cases {
+            let mut df = df! {
+                "external_id" => ["exp_1", "exp_2", "exp_3"],
+                "created_at" => [Some(1_793_527_200_000i64), None, Some(far)],
+                "status" => ["live", "live", "live"],
+            }
+            .unwrap();
+            df.apply("created_at", |column| {
+                column.cast(&DataType::Datetime(unit, None)).unwrap()
+            })
+            .unwrap();
+            let file = write_parquet(&mut df);
+            let err = read(file.path(), Table::Provider, &Mapping::default()).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                message.contains("row 3, column `created_at`") && message.contains("9999"),
+                "{unit:?}: {message}"
+            );
+            assert!(matches!(err, Error::Input { .. }), "{unit:?}: {err:?}");
+        }
     }
 }
