@@ -216,15 +216,19 @@ impl Audit {
             )
             .group_by(by_pipeline_interval())
             .agg([
-                col("operation").first(),
                 col("task_id").first(),
                 col("expected_key").drop_nulls().first(),
             ])
+            .collect()
+            .engine("ttl-risk: intervals")?;
+        let intervals = self
+            .prepared
+            .operations
+            .with_column(&intervals)?
             .sort(
                 ["iv_start", "operation", "task_id", "map_index", "iv_end"],
                 Default::default(),
             )
-            .collect()
             .engine("ttl-risk: intervals")?;
         let (pipelines, operations, maps, starts, labels, expected) = (
             ints(&intervals, "pipeline")?,
@@ -298,7 +302,7 @@ impl Audit {
             .prepared
             .objects()
             .filter(
-                col("operation")
+                col(crate::prepare::model::interval::PIPELINE)
                     .is_not_null()
                     .and(col("iv_start").is_not_null())
                     .and(starting_in(dag, from, to)),

@@ -204,8 +204,12 @@ pub fn scope_objects(
     let dags = crate::cells::text_column(objects, "dag_id")?;
     let keys = crate::cells::text_column(objects, "key")?;
     let starts = crate::cells::int_column(objects, "provider_interval_start")?;
-    let operations = crate::cells::text_column(&prepared.tries, "operation")?;
-    let audited: std::collections::BTreeSet<&str> = operations.iter().flatten().collect();
+    let pipelines = crate::cells::code_column(&prepared.tries, super::model::interval::PIPELINE)?;
+    let audited: std::collections::BTreeSet<&str> = pipelines
+        .iter()
+        .flatten()
+        .map(|code| prepared.operations.name(code))
+        .collect();
     let claimants = Claimants::new(config);
     let mut keep = Vec::with_capacity(objects.height());
     let mut unclaimed = Vec::with_capacity(objects.height());

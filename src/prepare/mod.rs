@@ -1,10 +1,13 @@
 //! Joins the three canonical tables into the frames every rule reads.
 //!
-//! * `tries`: attempts of operation tasks, each with its operation, its **audit interval** and
+//! * `tries`: attempts of operation tasks, each with its pipeline, its **audit interval** and
 //!   its expected key;
-//! * `journal`: journal rows with their operation and the interval of their run;
-//! * `objects`: provider objects with liveness and their attribution to a key, an operation
+//! * `journal`: journal rows with their pipeline and the interval of their run;
+//! * `objects`: provider objects with liveness and their attribution to a key, a pipeline
 //!   and an interval.
+//!
+//! A pipeline (a DAG's task, coded) stands for its operation: `Prepared::operations` names it
+//! for the rows that are printed.
 //!
 //! The audit interval (SPEC §2) is the data interval where it has length, else the logical
 //! date, else `run_after`; `basis` says which one was used.
@@ -26,10 +29,13 @@ mod claims;
 mod intervals;
 pub mod model;
 mod objects;
+mod pipelines;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
 pub use intervals::{Intervals, code_rows as code_interval_rows};
 pub use objects::{Grouped, JournalTexts, ObjectTexts};
+use pipelines::Unnamed;
+pub use pipelines::{Operations, Pipelines};
 
 /// Providers often give creation times in whole seconds: an object stamped up to this many
 /// microseconds before a try's intent or start may still be that try's.
@@ -45,10 +51,12 @@ pub const PIPELINE_INTERVAL: [&str; 4] = ["pipeline", "map_index", "iv_start", "
 /// The sort that brings the rows of each pipeline interval together, to be read as groups: by
 /// operation and DAG, then the pipeline (a DAG's task, coded in the order read: it orders
 /// only a DAG's tasks of one operation among themselves, and findings are sorted again by what
-/// they say), then the interval, then `then`.
+/// they say), then the interval, then `then`. The first three are one column,
+/// `pipeline_rank` ([`Operations::with_rank`] adds it); `dag_id` and `pipeline` order the rows
+/// without a pipeline among themselves.
 pub fn in_pipeline_interval_order(then: &[&'static str]) -> Vec<&'static str> {
     let order = [
-        "operation",
+        model::interval::PIPELINE_RANK,
         "dag_id",
         "pipeline",
         "map_index",
@@ -76,6 +84,8 @@ pub struct Prepared {
     pub codes: model::Codes,
     /// The pipeline intervals of the tries, coded.
     pub intervals: Intervals,
+    /// The operation of each pipeline: the frames' `pipeline` column stands for it.
+    pub operations: Operations,
     /// Per key code: whether the whole journal, audited or not, has a committed or reconciled
     /// row under the key. Keys past its end are the tries' alone.
     pub committed_keys: Vec<bool>,
@@ -255,7 +265,7 @@ impl Prepared {
     pub fn live_in_intervals(&self) -> LazyFrame {
         self.objects().filter(
             col("live")
-                .and(col("operation").is_not_null())
+                .and(col(model::interval::PIPELINE).is_not_null())
                 .and(col("iv_start").is_not_null()),
         )
     }
@@ -263,12 +273,15 @@ impl Prepared {
     /// The rows of `live_in_intervals`, in row order.
     pub fn live_in_interval_row_numbers(&self) -> Result<Vec<IdxSize>> {
         let live = self.live_objects()?;
-        let operation = one_chunk(crate::cells::text_column(&self.objects, "operation")?);
+        let pipeline = one_chunk(crate::cells::code_column(
+            &self.objects,
+            model::interval::PIPELINE,
+        )?);
         let start = one_chunk(crate::cells::int_column(&self.objects, "iv_start")?);
         Ok((0..self.objects.height())
             .filter(|&row| {
                 live.get(row) == Some(true)
-                    && operation.get(row).is_some()
+                    && pipeline.get(row).is_some()
                     && start.get(row).is_some()
             })
             .map(|row| row as IdxSize)
@@ -325,6 +338,7 @@ impl Prepared {
                 tries,
                 journal,
                 run_count,
+                operations: pipelines.operations(),
                 intervals: intervals.finish()?,
                 codes: coding.finish(),
             })
@@ -338,17 +352,15 @@ impl Prepared {
         let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
         let mut pipelines = Pipelines::default();
-        let operations = operation_columns(config, &attempts, Unnamed::Null, &mut pipelines)?;
-        let attempts_operations_missing = operations[0].null_count() > 0;
-        attempts
-            .hstack_mut(&operations)
-            .engine("naming operations")?;
+        let pipeline = pipelines.column(config, &attempts, Unnamed::Null)?;
+        let attempts_operations_missing = pipeline.null_count() > 0;
+        attempts.with_column(pipeline).engine("naming operations")?;
 
         // Tries of tasks that are not operations are left out; when there are none the frame
         // is kept as it is rather than copied by a filter that keeps every row.
         let mut tries = attempts.lazy();
         if attempts_operations_missing {
-            tries = tries.filter(col("operation").is_not_null());
+            tries = tries.filter(col(model::interval::PIPELINE).is_not_null());
         }
         let mut tries = tries.run("preparing tries")?;
         tries
@@ -372,7 +384,7 @@ impl Prepared {
             times: times.into_iter().collect::<Result<_>>()?,
         };
         crate::timing::phase("prepare:tries:times", step);
-        let expected = expected_key(&config.operations, &tries, &times)?;
+        let expected = expected_key(&config.operations, &pipelines, &tries, &times)?;
         tries.with_column(expected).engine("preparing tries")?;
         let tries = model::without_read_while_preparing(&tries);
         crate::timing::phase("prepare:tries", t);
@@ -439,7 +451,7 @@ impl Prepared {
         (tries, journal, run_count): (DataFrame, DataFrame, usize),
         attributed: objects::Attributed,
         window: ProviderWindow,
-        intervals: Intervals,
+        (intervals, operations): (Intervals, Operations),
         t: std::time::Instant,
     ) -> Result<Prepared> {
         let (interned, committed_keys) = (attributed.interned, attributed.committed_keys);
@@ -471,6 +483,7 @@ impl Prepared {
                 runs: run_count,
             },
             intervals,
+            operations,
             committed_keys,
             object_indexes: ObjectIndexes::default(),
             journal_indexes: JournalIndexes::default(),
@@ -485,6 +498,7 @@ pub struct Early<'t> {
     tries: DataFrame,
     journal: DataFrame,
     run_count: usize,
+    operations: Operations,
     intervals: Intervals,
     codes: SourcesCoded<'t>,
 }
@@ -523,13 +537,14 @@ impl<'t> Early<'t> {
             all_journal,
             provider,
             codes,
+            &self.operations,
         )?;
         Prepared::finish(
             config,
             (self.tries, self.journal, self.run_count),
             attributed,
             window,
-            self.intervals,
+            (self.intervals, self.operations),
             t,
         )
     }
@@ -651,10 +666,8 @@ fn name_journal_operations(
     pipelines: &mut Pipelines,
 ) -> Result<DataFrame> {
     let mut journal = journal.clone();
-    let operations = operation_columns(config, &journal, Unnamed::DagTask, pipelines)?;
-    journal
-        .hstack_mut(&operations)
-        .engine("naming operations")?;
+    let pipeline = pipelines.column(config, &journal, Unnamed::DagTask)?;
+    journal.with_column(pipeline).engine("naming operations")?;
     journal
         .lazy()
         .with_column(col("map_index").fill_null(lit(-1i64)))
@@ -892,101 +905,6 @@ impl TryKeys {
     }
 }
 
-/// Whether rows of tasks no `[[operation]]` names get an operation all the same.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Unnamed {
-    /// NULL: the row is not an operation's (tries of other tasks are left out).
-    Null,
-    /// `dag_id.task_id`: journal rows of such tasks still describe operations.
-    DagTask,
-}
-
-/// The pipelines (SPEC §4): each DAG's task, coded densely from 0 in the order first seen,
-/// the same `(dag_id, task_id)` having the same code in the tries and the journal. There are
-/// few of them (a DAG's operation tasks), so their values are kept as owned pairs.
-#[derive(Default)]
-pub struct Pipelines {
-    dictionary: Dictionary,
-    pairs: Vec<(String, String)>,
-}
-
-impl Pipelines {
-    /// The code of a DAG's task; `guess`: the code of the row before.
-    fn code(&mut self, dag: &str, task: &str, guess: Option<u32>) -> u32 {
-        let pairs = &self.pairs;
-        let encoded = self.dictionary.encode((dag, task), guess, |code| {
-            let (dag, task) = &pairs[code as usize];
-            (dag.as_str(), task.as_str())
-        });
-        if let Encoded::New(_) = encoded {
-            self.pairs.push((dag.to_string(), task.to_string()));
-        }
-        encoded.code()
-    }
-}
-
-/// The operation of each row's `(dag_id, task_id)`, and its pipeline. The config's globs are
-/// matched once per pipeline, not once per row.
-fn operation_columns(
-    config: &Config,
-    frame: &DataFrame,
-    unnamed: Unnamed,
-    pipelines: &mut Pipelines,
-) -> Result<[Column; 2]> {
-    let dags = crate::cells::text_column(frame, "dag_id")?;
-    let tasks = crate::cells::text_column(frame, "task_id")?;
-    let mut names: Vec<String> = Vec::new();
-    // Per pipeline, once matched: its operation name's index in `names`, None for no operation.
-    let mut name_of: Vec<Option<Option<IdxSize>>> = Vec::new();
-    let mut previous: Option<u32> = None;
-    // Rows of one DAG's task often follow each other (cells::Runs): each run is named once.
-    let runs = crate::cells::Runs::of(&[&dags, &tasks]);
-    let count = runs.as_ref().map_or(frame.height(), |runs| runs.count());
-    let mut rows = Vec::with_capacity(count);
-    let mut pipeline = Vec::with_capacity(count);
-    let pairs: Box<dyn Iterator<Item = (Option<&str>, Option<&str>)>> = match &runs {
-        Some(runs) => Box::new(
-            runs.starts()
-                .iter()
-                .map(|&row| (dags.get(row as usize), tasks.get(row as usize))),
-        ),
-        None => Box::new(dags.iter().zip(tasks.iter())),
-    };
-    for pair in pairs {
-        let (Some(dag), Some(task)) = pair else {
-            rows.push(None);
-            pipeline.push(None);
-            continue;
-        };
-        let code = pipelines.code(dag, task, previous);
-        previous = Some(code);
-        if name_of.len() <= code as usize {
-            name_of.resize(code as usize + 1, None);
-        }
-        let name = *name_of[code as usize].get_or_insert_with(|| {
-            let name = match config.operation_for(dag, task) {
-                Some(operation) => Some(operation.name.clone()),
-                None if unnamed == Unnamed::DagTask => Some(format!("{dag}.{task}")),
-                None => None,
-            };
-            name.map(|name| {
-                names.push(name);
-                (names.len() - 1) as IdxSize
-            })
-        });
-        rows.push(name);
-        pipeline.push(name.map(|_| code));
-    }
-    if let Some(runs) = &runs {
-        rows = runs.spread(&rows);
-        pipeline = runs.spread(&pipeline);
-    }
-    Ok([
-        crate::cells::repeated_texts("operation", &names, rows.into_iter()).into_column(),
-        crate::cells::numbers::<UInt32Type>("pipeline", pipeline.into_iter()).into_column(),
-    ])
-}
-
 /// Extracts the conf values key templates read into `conf.NAME` columns.
 fn with_conf_columns(config: &Config, attempts: &DataFrame) -> Result<DataFrame> {
     let names: BTreeSet<&str> = config
@@ -1182,7 +1100,12 @@ pub fn interval_texts(frame: &DataFrame) -> Result<Vec<Option<String>>> {
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
 /// row by row into one column, with no intermediate column per part.
-fn expected_key(operations: &[Operation], tries: &DataFrame, times: &Times<'_>) -> Result<Column> {
+fn expected_key(
+    operations: &[Operation],
+    pipelines: &Pipelines,
+    tries: &DataFrame,
+    times: &Times<'_>,
+) -> Result<Column> {
     use crate::keys::Part;
     // One entry per distinct template; each operation points at its template's entry.
     let mut templates: Vec<&crate::keys::KeyTemplate> = Vec::new();
@@ -1229,11 +1152,12 @@ fn expected_key(operations: &[Operation], tries: &DataFrame, times: &Times<'_>) 
         })
         .collect::<Result<_>>()?;
 
-    let names = crate::cells::text_column(tries, "operation")?;
+    let codes = crate::cells::code_column(tries, model::interval::PIPELINE)?;
     let mut keys = StringChunkedBuilder::new("expected_key".into(), tries.height());
     let mut key = String::new();
-    'rows: for (row, name) in names.iter().enumerate() {
-        let Some(parts) = name
+    'rows: for (row, code) in codes.iter().enumerate() {
+        let Some(parts) = code
+            .and_then(|code| pipelines.configured(code))
             .and_then(|name| of_operation.get(name))
             .map(|&index| &sources[index])
         else {

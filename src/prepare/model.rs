@@ -91,9 +91,14 @@ impl Codes {
 /// The columns of a pipeline interval (SPEC §4), in the tries, the journal and the objects.
 pub mod interval {
     /// The `[[operation]]` name (a journal row of a task no operation names: `dag_id.task_id`).
+    /// No prepared frame has it as a column: the pipeline stands for it, and
+    /// `Prepared::operations` names it for the rows that are printed.
     pub const OPERATION: &str = "operation";
     /// A DAG's task, coded in the order first seen in the tries, then the journal.
     pub const PIPELINE: &str = "pipeline";
+    /// A pipeline's place in the order of operation name, DAG, then pipeline code. No prepared
+    /// frame has it: `Operations::with_rank` adds it to rows about to be sorted by interval.
+    pub const PIPELINE_RANK: &str = "pipeline_rank";
     /// The audit interval (SPEC §2).
     pub const START: &str = "iv_start";
     pub const END: &str = "iv_end";
@@ -178,8 +183,7 @@ pub mod objects {
     pub const BY_MAP_INDEX: &str = "by_map_index";
 }
 
-const INTERVAL: [Added; 4] = [
-    added(interval::OPERATION, Kind::Text),
+const INTERVAL: [Added; 3] = [
     added(interval::PIPELINE, Kind::Code),
     added(interval::START, Kind::Time),
     added(interval::END, Kind::Time),

@@ -164,6 +164,7 @@ pub fn attribute(
     all_journal: &DataFrame,
     provider: &DataFrame,
     sources: SourceCodes<'_>,
+    operations: &super::Operations,
 ) -> Result<Attributed> {
     let text = crate::cells::text_column;
     let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
@@ -215,7 +216,7 @@ pub fn attribute(
             } else {
                 keys.encode_mostly_known(&journal_keys)
             };
-            let interval_sources = IntervalSources::new(journal, tries)?;
+            let interval_sources = IntervalSources::new(journal, tries, operations)?;
             let source = interval_sources.best(keys.len(), &journal_key, &try_key)?;
             let keyed = if whole_journal {
                 "prepare:objects:intervals"
@@ -642,7 +643,8 @@ struct IntervalSources<'f> {
 /// The columns of one kind of row a key can take its interval from.
 struct IntervalSourceColumns<'f> {
     frame: &'f DataFrame,
-    operation: StringChunked,
+    operations: &'f super::Operations,
+    pipeline: UInt32Chunked,
     dag: StringChunked,
     task: StringChunked,
     map: Int64Chunked,
@@ -652,14 +654,7 @@ struct IntervalSourceColumns<'f> {
 
 /// The columns an object takes from its interval's row. (`task_id` orders the rows but is not taken: the
 /// pipeline stands for it.)
-const FROM_SOURCE: [&str; 6] = [
-    "operation",
-    "dag_id",
-    "pipeline",
-    "map_index",
-    "iv_start",
-    "iv_end",
-];
+const FROM_SOURCE: [&str; 5] = ["dag_id", "pipeline", "map_index", "iv_start", "iv_end"];
 
 /// How the rows a key can take its interval from compare: the earliest interval first, NULLs
 /// last.
@@ -673,13 +668,20 @@ type SourceOrder<'a> = (
 );
 
 impl<'f> IntervalSourceColumns<'f> {
-    fn of(frame: &'f DataFrame) -> Result<IntervalSourceColumns<'f>> {
+    fn of(
+        frame: &'f DataFrame,
+        operations: &'f super::Operations,
+    ) -> Result<IntervalSourceColumns<'f>> {
         let int = |name: &str| -> Result<Int64Chunked> {
             Ok(one_chunk(crate::cells::int_column(frame, name)?))
         };
         Ok(IntervalSourceColumns {
             frame,
-            operation: crate::cells::text_column(frame, "operation")?,
+            operations,
+            pipeline: one_chunk(crate::cells::code_column(
+                frame,
+                super::model::interval::PIPELINE,
+            )?),
             dag: crate::cells::text_column(frame, "dag_id")?,
             task: crate::cells::text_column(frame, "task_id")?,
             map: int("map_index")?,
@@ -688,10 +690,16 @@ impl<'f> IntervalSourceColumns<'f> {
         })
     }
 
+    /// The operation of a row, None where it has no pipeline.
+    fn operation(&self, row: usize) -> Option<&'f str> {
+        let operations = self.operations;
+        self.pipeline.get(row).map(|code| operations.name(code))
+    }
+
     fn order(&self, row: usize) -> SourceOrder<'_> {
         (
             last(self.start.get(row)),
-            last(self.operation.get(row)),
+            last(self.operation(row)),
             last(self.map.get(row)),
             last(self.end.get(row)),
             last(self.dag.get(row)),
@@ -701,10 +709,14 @@ impl<'f> IntervalSourceColumns<'f> {
 }
 
 impl<'f> IntervalSources<'f> {
-    fn new(journal: &'f DataFrame, tries: &'f DataFrame) -> Result<IntervalSources<'f>> {
+    fn new(
+        journal: &'f DataFrame,
+        tries: &'f DataFrame,
+        operations: &'f super::Operations,
+    ) -> Result<IntervalSources<'f>> {
         Ok(IntervalSources {
-            journal: IntervalSourceColumns::of(journal)?,
-            tries: IntervalSourceColumns::of(tries)?,
+            journal: IntervalSourceColumns::of(journal, operations)?,
+            tries: IntervalSourceColumns::of(tries, operations)?,
         })
     }
 
@@ -730,7 +742,7 @@ impl<'f> IntervalSources<'f> {
 
     fn operation(&self, source: u32) -> Option<&str> {
         let (source, row) = self.at(source);
-        source.operation.get(row)
+        source.operation(row)
     }
 
     /// For each key, the number of its source: the earliest interval; ties by operation, map

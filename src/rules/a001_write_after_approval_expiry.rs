@@ -50,6 +50,7 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
         .journal
         .filter(&of_approved_keys(&journal_keys))
         .engine("A001")?;
+    let journal = prepared.operations.with_column(&journal)?;
     let journal = crate::prepare::with_interval_labels(&journal)?.lazy();
     let objects = prepared
         .objects

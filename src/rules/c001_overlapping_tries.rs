@@ -100,7 +100,15 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
 
     // Cells are read for the overlapping tries alone.
     let text = |name: &str| -> Result<StringChunked> { Ok(one_chunk(text_column(tries, name)?)) };
-    let (operation, host) = (text("operation")?, text("hostname")?);
+    let host = text("hostname")?;
+    let pipelines = one_chunk(crate::cells::code_column(
+        tries,
+        model::interval::PIPELINE,
+    )?);
+    let operation = |row: usize| {
+        let code = pipelines.get(row)?;
+        Some(prepared.operations.name(code).to_string())
+    };
     let cell = |column: &StringChunked, row: usize| column.get(row).map(str::to_string);
     let firsts: Vec<IdxSize> = overlaps.iter().map(|&(row, _)| row as IdxSize).collect();
     let spans = tries
@@ -123,7 +131,7 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             };
             Ok(OverlappingTries::finding(FindingDraft {
                 dag_id: cell(&dags, row),
-                operation: cell(&operation, row),
+                operation: operation(row),
                 interval,
                 op_key: None,
                 message: format!(

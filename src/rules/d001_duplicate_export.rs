@@ -50,7 +50,7 @@ fn check(_: &DuplicateExport, prepared: &Prepared) -> Result<Vec<Finding>> {
         .sort(Table::Provider.sorted_by(&["key"]), Default::default())
         .engine("D001")?;
     let duplicated = RowGroups::sorted(duplicated, &["key"])?;
-    let rows = ObjectRows::read(&duplicated.frame)?;
+    let rows = ObjectRows::read(&duplicated.frame, &prepared.operations)?;
     duplicated.findings(|first, members| {
         let key = rows.key[first].clone().unwrap_or_default();
         Ok(DuplicateExport::finding(FindingDraft {

@@ -48,9 +48,10 @@ fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
         attributed,
         |row| keys.get(row as usize).unwrap_or(NULL),
         &["created_at", "external_id"],
+        &prepared.operations,
         "D002",
     )?;
-    let rows = ObjectRows::read(&duplicated.frame)?;
+    let rows = ObjectRows::read(&duplicated.frame, &prepared.operations)?;
     duplicated.findings(|first, members| {
         let mut keys: Vec<&str> = members
             .iter()

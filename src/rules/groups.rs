@@ -2,7 +2,7 @@
 //! their group holds (a window: "more than one key in the interval"), bring each group's rows
 //! together in a fixed order, and write one finding per group.
 //!
-//! The test is a polars window ([`RowGroups::of`] with [`over`]), or, for "more than one
+//! The test is a polars window ([`RowGroups::per_interval`] with [`over`]), or, for "more than one
 //! distinct value in the group", a pass over coded columns ([`ManyValues`], then
 //! [`RowGroups::of_rows`] with the rows it picked): the window sorts or hashes every row of the
 //! table with all its columns, the pass reads two codes a row and only the picked rows are
@@ -13,7 +13,7 @@ use polars::prelude::*;
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
 use crate::model::Table;
-use crate::prepare::{PIPELINE_INTERVAL, in_pipeline_interval_order};
+use crate::prepare::{Operations, PIPELINE_INTERVAL, in_pipeline_interval_order};
 use crate::rules::Finding;
 
 /// Rows of a rule's result, read in groups of equal group columns.
@@ -24,46 +24,40 @@ pub struct RowGroups {
 }
 
 impl RowGroups {
-    /// The rows of `rows`, `table`'s, where `keep` holds, sorted by `order` then the table's
-    /// own order ([`Table::sorted_by`]), in groups of equal `group`.
-    pub fn of(
-        rows: LazyFrame,
-        table: Table,
-        keep: Expr,
-        order: Vec<&str>,
-        group: &[&str],
-        rule: &str,
-    ) -> Result<RowGroups> {
-        let frame = rows
-            .filter(keep)
-            .sort(table.sorted_by(&order), Default::default())
-            .collect()
-            .engine(rule)?;
-        RowGroups::sorted(frame, group)
-    }
-
     /// The rows of `rows` where `keep` holds, grouped by pipeline interval, each interval's
-    /// rows sorted by `then`.
+    /// rows sorted by `then`; `operations` name the pipelines, which are sorted by them.
     pub fn per_interval(
         rows: LazyFrame,
         table: Table,
         keep: Expr,
         then: &[&'static str],
+        operations: &Operations,
         rule: &str,
     ) -> Result<RowGroups> {
-        RowGroups::of(
-            rows,
-            table,
-            keep,
-            in_pipeline_interval_order(then),
-            &PIPELINE_INTERVAL,
-            rule,
-        )
+        let kept = rows.filter(keep).collect().engine(rule)?;
+        RowGroups::in_interval_order(kept, table, then, operations, rule)
+    }
+
+    /// `frame` sorted by pipeline interval, then `then`, then `table`'s own order, in groups
+    /// of one pipeline interval.
+    fn in_interval_order(
+        frame: DataFrame,
+        table: Table,
+        then: &[&'static str],
+        operations: &Operations,
+        rule: &str,
+    ) -> Result<RowGroups> {
+        let order = in_pipeline_interval_order(then);
+        let frame = operations
+            .with_rank(frame)?
+            .sort(table.sorted_by(&order), Default::default())
+            .engine(rule)?;
+        RowGroups::sorted(frame, &PIPELINE_INTERVAL)
     }
 
     /// `rows` of `frame`, `table`'s (in ascending order, as a filter keeps them), sorted by
-    /// `order` then the table's own order, in groups of equal `group`: [`RowGroups::of`] for
-    /// rows picked by a pass over codes.
+    /// `order` then the table's own order, in groups of equal `group`: the rows picked by a
+    /// pass over codes, where [`RowGroups::per_interval`] takes those a window keeps.
     pub fn of_rows(
         frame: &DataFrame,
         table: Table,
@@ -80,22 +74,19 @@ impl RowGroups {
     }
 
     /// [`RowGroups::of_rows`] grouped by pipeline interval, each interval's rows sorted by
-    /// `then`.
+    /// `then`; `operations` name the pipelines, which are sorted by them.
     pub fn of_interval_rows(
         frame: &DataFrame,
         table: Table,
         rows: Vec<IdxSize>,
         then: &[&'static str],
+        operations: &Operations,
         rule: &str,
     ) -> Result<RowGroups> {
-        RowGroups::of_rows(
-            frame,
-            table,
-            rows,
-            in_pipeline_interval_order(then),
-            &PIPELINE_INTERVAL,
-            rule,
-        )
+        let picked = frame
+            .take(&IdxCa::from_vec("rows".into(), rows))
+            .engine(rule)?;
+        RowGroups::in_interval_order(picked, table, then, operations, rule)
     }
 
     /// The `rows` of `frame` (in ascending order) whose pipeline interval holds more than one
@@ -108,6 +99,7 @@ impl RowGroups {
         rows: Vec<IdxSize>,
         value: impl Fn(IdxSize) -> u32,
         then: &[&'static str],
+        operations: &Operations,
         rule: &str,
     ) -> Result<RowGroups> {
         let (intervals, count) = crate::prepare::code_interval_rows(frame, &rows)?;
@@ -119,7 +111,7 @@ impl RowGroups {
             .filter(|(_, interval)| values.holds(**interval))
             .map(|(row, _)| *row)
             .collect();
-        RowGroups::of_interval_rows(frame, table, picked, then, rule)
+        RowGroups::of_interval_rows(frame, table, picked, then, operations, rule)
     }
 
     /// A frame already sorted so that each group's rows are together.

@@ -48,9 +48,10 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
         intents,
         |row| keys.get(row as usize).unwrap_or(NULL),
         &["recorded_at", "try_number"],
+        &prepared.operations,
         "K001",
     )?;
-    let journal = JournalRows::read(&unstable.frame)?;
+    let journal = JournalRows::read(&unstable.frame, &prepared.operations)?;
     unstable.findings(|first, members| {
         let evidence = journal.evidence(members);
         let part = unstable_part(&journal, members);

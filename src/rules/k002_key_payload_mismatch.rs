@@ -63,6 +63,7 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
             .map(|key| Some(key.is_some_and(|key| mismatched[key as usize])))
             .collect();
         let picked = frame.filter(&rows).engine("K002")?;
+        let picked = prepared.operations.with_column(&picked)?;
         Ok(crate::prepare::with_interval_labels(&picked)?.lazy())
     };
     let [(journal, journal_keys), (objects, object_keys)] = &tables;

@@ -70,7 +70,7 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
         &["op_key"],
         "K003",
     )?;
-    let journal = JournalRows::read(&collided.frame)?;
+    let journal = JournalRows::read(&collided.frame, &prepared.operations)?;
     collided.findings(|first, members| {
         let mut users: Vec<String> = members
             .iter()

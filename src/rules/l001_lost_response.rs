@@ -83,8 +83,8 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         &["op_key", "recorded_at", "try_number"],
         "L001 journal",
     )?;
-    let objects = ObjectRows::read(&lost)?;
-    let journal = JournalRows::read(&writers)?;
+    let objects = ObjectRows::read(&lost, &prepared.operations)?;
+    let journal = JournalRows::read(&writers, &prepared.operations)?;
     // Journal rows by key, looked up once per lost object (a scan per object is quadratic).
     let tries_by_key: std::collections::HashMap<&str, Vec<usize>> = groups(&writers, &["op_key"])?
         .into_iter()

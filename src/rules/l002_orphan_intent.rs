@@ -84,7 +84,7 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
         &["op_key", "recorded_at", "try_number"],
         "L002",
     )?;
-    let journal = JournalRows::read(&rows)?;
+    let journal = JournalRows::read(&rows, &prepared.operations)?;
     // What else exists for the orphans' intervals, looked up for those intervals only.
     let intervals = prepared.intervals.of_rows(&rows)?;
     let (starts, ends) = (ints(&rows, "iv_start")?, ints(&rows, "iv_end")?);

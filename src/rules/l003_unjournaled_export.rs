@@ -42,7 +42,7 @@ fn check(_: &UnjournaledExport, prepared: &Prepared) -> Result<Vec<Finding>> {
                 live == Some(true) && named == Some(false) && journaled == Some(false)
             });
     let unknown = gather_sorted(objects, Table::Provider, unknown, &[], "L003")?;
-    let rows = ObjectRows::read(&unknown)?;
+    let rows = ObjectRows::read(&unknown, &prepared.operations)?;
     (0..unknown.height())
         .map(|row| {
             let key = rows.key[row].clone();

@@ -74,7 +74,7 @@ fn check(_: &MissingExport, prepared: &Prepared) -> Result<Vec<Finding>> {
     let missing = missing
         .sort(["external_id", "recorded_at"], Default::default())
         .engine("M001")?;
-    let journal = JournalRows::read(&missing)?;
+    let journal = JournalRows::read(&missing, &prepared.operations)?;
     let status = texts(&missing, "provider_status")?;
     (0..missing.height())
         .map(|row| {

@@ -89,7 +89,7 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
                 .map(str::to_string)
         })
         .collect();
-    let tries = TryRows::read(&silent)?;
+    let tries = TryRows::read(&silent, &prepared.operations)?;
     (0..silent.height())
         .map(|row| {
             let expected = tries.expected_key[row].clone();

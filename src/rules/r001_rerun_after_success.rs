@@ -142,9 +142,10 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         Table::Provider,
         lit(true),
         &["created_at", "external_id"],
+        &prepared.operations,
         "R001",
     )?;
-    let rows = ObjectRows::read(&flagged.frame)?;
+    let rows = ObjectRows::read(&flagged.frame, &prepared.operations)?;
     let succeeded = ints(&flagged.frame, "succeeded_at")?;
     let runs = texts(&flagged.frame, "rerun_runs")?;
     let clears = ints(&flagged.frame, "clears")?;

@@ -5,6 +5,7 @@ use polars::prelude::*;
 use crate::cells::{ints, texts};
 use crate::error::Result;
 use crate::model::Table;
+use crate::prepare::Operations;
 use crate::rules::Evidence;
 use crate::timestamp;
 
@@ -48,13 +49,14 @@ pub struct ObjectRows {
 }
 
 impl ObjectRows {
-    pub fn read(df: &DataFrame) -> Result<ObjectRows> {
+    /// The rows of `df`, their operations named by `operations`.
+    pub fn read(df: &DataFrame, operations: &Operations) -> Result<ObjectRows> {
         Ok(ObjectRows {
             external_id: texts(df, "external_id")?,
             key: texts(df, "key")?,
             created_at: ints(df, "created_at")?,
             dag_id: texts(df, "dag_id")?,
-            operation: texts(df, "operation")?,
+            operation: operations.of_rows(df)?,
             interval: crate::prepare::interval_texts(df)?,
             by_run_id: texts(df, "by_run_id")?,
             by_try_number: ints(df, "by_try_number")?,
@@ -135,7 +137,8 @@ pub struct JournalRows {
 }
 
 impl JournalRows {
-    pub fn read(df: &DataFrame) -> Result<JournalRows> {
+    /// The rows of `df`, their operations named by `operations`.
+    pub fn read(df: &DataFrame, operations: &Operations) -> Result<JournalRows> {
         Ok(JournalRows {
             op_key: texts(df, "op_key")?,
             dag_id: texts(df, "dag_id")?,
@@ -145,7 +148,7 @@ impl JournalRows {
             phase: texts(df, "phase")?,
             external_id: texts(df, "external_id")?,
             recorded_at: ints(df, "recorded_at")?,
-            operation: texts(df, "operation")?,
+            operation: operations.of_rows(df)?,
             interval: crate::prepare::interval_texts(df)?,
         })
     }
@@ -203,7 +206,8 @@ pub struct TryRows {
 }
 
 impl TryRows {
-    pub fn read(df: &DataFrame) -> Result<TryRows> {
+    /// The rows of `df`, their operations named by `operations`.
+    pub fn read(df: &DataFrame, operations: &Operations) -> Result<TryRows> {
         Ok(TryRows {
             dag_id: texts(df, "dag_id")?,
             run_id: texts(df, "run_id")?,
@@ -211,7 +215,7 @@ impl TryRows {
             map_index: ints(df, "map_index")?,
             start_date: ints(df, "start_date")?,
             end_date: ints(df, "end_date")?,
-            operation: texts(df, "operation")?,
+            operation: operations.of_rows(df)?,
             interval: crate::prepare::interval_texts(df)?,
             expected_key: texts(df, "expected_key")?,
         })

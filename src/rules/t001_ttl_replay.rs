@@ -58,9 +58,10 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
         Table::Provider,
         over_interval(spread)?.gt(col("key_ttl")),
         &["created_at", "external_id"],
+        &prepared.operations,
         "T001",
     )?;
-    let rows = ObjectRows::read(&replayed.frame)?;
+    let rows = ObjectRows::read(&replayed.frame, &prepared.operations)?;
     let ttls = crate::cells::ints(&replayed.frame, "key_ttl")?;
     replayed.findings(|first, members| {
         let last = *members.last().expect("groups are not empty");
