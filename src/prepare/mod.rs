@@ -861,10 +861,8 @@ fn journal_tries(
                     _ => {
                         let run = (run != NULL).then_some(run);
                         let own_row = run.and_then(|run| runs.own_try(run, values, tries));
-                        let found = (
-                            own_row.or_else(|| run.map(|run| runs.first_row(run))),
-                            own_row,
-                        );
+                        let run_row = own_row.or_else(|| run.map(|run| runs.first_row(run)));
+                        let found = (run_row.unwrap_or(NULL), own_row.unwrap_or(NULL));
                         previous = Some((values, found));
                         found
                     }
@@ -873,14 +871,16 @@ fn journal_tries(
             .collect()
     };
     let found = crate::parallel::concat_rows(journal.dag.len(), lookup);
+    let (run_rows, try_rows): (Vec<IdxSize>, Vec<IdxSize>) = found.into_iter().unzip();
     Ok((
-        crate::cells::numbers("run_row", found.iter().map(|(run, _)| *run)),
-        crate::cells::numbers("try_row", found.iter().map(|(_, own)| *own)),
+        crate::cells::codes("run_row", run_rows, NULL),
+        crate::cells::codes("try_row", try_rows, NULL),
     ))
 }
 
-/// A journal row's (run row, try row).
-type RunAndTry = (Option<IdxSize>, Option<IdxSize>);
+/// A journal row's (run row, try row), [`NULL`] where it has none: two numbers a row, packed,
+/// as the lookup's result for every row of the journal is held at once.
+type RunAndTry = (IdxSize, IdxSize);
 
 /// The `TRY` columns of a frame: `(dag_id, run_id, task_id, map_index, try_number)` per row.
 struct TryKeys {
