@@ -118,7 +118,7 @@ impl Pipelines {
 }
 
 /// The operation of each pipeline: the prepared frames' `pipeline` column stands for it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Operations {
     /// Per pipeline code: the `[[operation]]` name, or `dag_id.task_id` for a pipeline only
     /// journal rows of a task no operation names have.

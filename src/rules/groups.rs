@@ -2,8 +2,8 @@
 //! their group holds (a window: "more than one key in the interval"), bring each group's rows
 //! together in a fixed order, and write one finding per group.
 //!
-//! The test is a polars window ([`RowGroups::per_interval`] with [`over`]), or, for "more than one
-//! distinct value in the group", a pass over coded columns ([`ManyValues`], then
+//! The test is a polars window ([`RowGroups::per_interval`] with [`over`]), or, for "more than
+//! one distinct value in the group", a pass over coded columns ([`ManyValues`], then
 //! [`RowGroups::of_rows`] with the rows it picked): the window sorts or hashes every row of the
 //! table with all its columns, the pass reads two codes a row and only the picked rows are
 //! sorted.
