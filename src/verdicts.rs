@@ -171,13 +171,16 @@ impl Verdicts {
             op_key.append(&keys).engine("computing verdicts")?;
             external_id.append(&ids).engine("computing verdicts")?;
         }
-        let mut out = tries
+        let mut out = prepared
+            .operations
+            .with_column(tries)?
             .select([
                 "dag_id",
                 "task_id",
                 "map_index",
                 "run_id",
                 "try_number",
+                "operation",
                 "state",
                 "start_date",
                 "end_date",
@@ -185,12 +188,9 @@ impl Verdicts {
                 "pid",
             ])
             .engine("computing verdicts")?;
-        // The operation goes after the try's identity, the interval's label and basis after
-        // the operation, where the frame has always had them, as texts.
-        let operation_at = out.get_column_index("try_number").map_or(0, |at| at + 1);
-        out.insert_column(operation_at, prepared.operations.column(tries)?)
-            .engine("computing verdicts")?;
-        let label_at = operation_at + 1;
+        // The interval's label and basis go after the operation, where the frame has always
+        // had them, as texts.
+        let label_at = out.get_column_index("operation").map_or(0, |at| at + 1);
         let bases = crate::cells::code_column(tries, crate::prepare::model::tries::BASIS)?;
         let bases = bases.iter().map(|code| code.map(|code| code as IdxSize));
         let basis = crate::cells::repeated_texts(
