@@ -192,6 +192,36 @@ impl Prepared {
         self.intervals.of_try(row)
     }
 
+    /// The pipeline interval of each of the journal's `rows`, where a try has it. A row
+    /// matched to a try (`journal_try_rows`) shares that try's pipeline, map index and run,
+    /// so it takes the try's interval; only the other rows are looked up by their columns.
+    pub fn journal_intervals(&self, rows: &[IdxSize]) -> Result<Vec<Option<u32>>> {
+        let tries = one_array(&self.journal_try_rows()?);
+        let mut intervals = Vec::with_capacity(rows.len());
+        let mut unmatched: Vec<usize> = Vec::new();
+        for (at, &row) in rows.iter().enumerate() {
+            match tries.get(row as usize) {
+                Some(try_row) => intervals.push(self.interval_of_try(try_row as usize)),
+                None => {
+                    intervals.push(None);
+                    unmatched.push(at);
+                }
+            }
+        }
+        if !unmatched.is_empty() {
+            let picked = unmatched.iter().map(|&at| rows[at]).collect();
+            let frame = self
+                .journal
+                .select(PIPELINE_INTERVAL)
+                .and_then(|parts| parts.take(&IdxCa::from_vec("rows".into(), picked)))
+                .engine("journal intervals")?;
+            for (at, interval) in unmatched.into_iter().zip(self.intervals.of_rows(&frame)?) {
+                intervals[at] = interval;
+            }
+        }
+        Ok(intervals)
+    }
+
     /// Whether each object is live.
     pub fn live_objects(&self) -> Result<BooleanChunked> {
         crate::cells::flag_column(&self.objects, model::objects::LIVE)

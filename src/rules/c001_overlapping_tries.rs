@@ -1,6 +1,6 @@
 use polars::prelude::*;
 
-use crate::cells::{int_column, one_chunk, text_column};
+use crate::cells::{int_column, one_array, one_chunk, text_column};
 use crate::error::{EngineContext, Result};
 use crate::prepare::{Prepared, model};
 use crate::rules::repair::{self, NamedRows, Repair};
@@ -57,7 +57,10 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
     };
     // Two tries of one task instance (one run, the same task and map index), the earlier by
     // try number, each starting before the other stopped being busy. A run's tries are few, so
-    // each run's are compared pairwise.
+    // each run's are compared pairwise, on the columns' arrays (a pair's cells are read for
+    // each of a run's pairs).
+    let (number, map, start) = (one_array(&numbers), one_array(&maps), one_array(&starts));
+    let task = one_array(&task_ids);
     let mut overlaps: Vec<(usize, usize)> = Vec::new();
     let by_run = prepared.tries_by_run()?;
     for run in 0..prepared.codes.runs as u32 {
@@ -67,19 +70,20 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             .flat_map(|first| rows.iter().map(move |later| (first, later)))
         {
             let (first, later) = (first as usize, later as usize);
-            let same_instance = task_ids.get(first).is_some()
-                && task_ids.get(first) == task_ids.get(later)
-                && maps.get(first).is_some()
-                && maps.get(first) == maps.get(later);
-            let overlapped = match (
-                numbers.get(first).zip(numbers.get(later)),
-                starts.get(first).zip(starts.get(later)),
-            ) {
-                (Some((a, b)), Some((start, start_later))) => {
-                    a < b && start_later < busy_until(first) && start < busy_until(later)
-                }
-                _ => false,
-            };
+            let earlier = number
+                .get(first)
+                .zip(number.get(later))
+                .is_some_and(|(a, b)| a < b);
+            if !earlier {
+                continue;
+            }
+            let same_instance = map.get(first).is_some_and(|m| map.get(later) == Some(m))
+                && task.get(first).is_some_and(|t| task.get(later) == Some(t));
+            let overlapped = start.get(first).zip(start.get(later)).is_some_and(
+                |(start, start_later)| {
+                    start_later < busy_until(first) && start < busy_until(later)
+                },
+            );
             if same_instance && overlapped {
                 overlaps.push((first, later));
             }

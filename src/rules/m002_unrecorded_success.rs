@@ -2,7 +2,8 @@ use polars::prelude::*;
 
 use crate::cells::{code_column, one_chunk, text_column};
 use crate::error::{EngineContext, Result};
-use crate::prepare::{PIPELINE_INTERVAL, Prepared, TRY, model};
+use crate::model::Phase;
+use crate::prepare::{Prepared, TRY, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -43,17 +44,12 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         written[row as usize] = true;
     }
     // The pipeline intervals a try of committed (check-then-create retries skip them).
-    let done = prepared
-        .journal()
-        .filter(col("phase").is_in(
-            lit(Series::new("done".into(), ["committed", "reconciled"])).implode(false),
-            false,
-        ))
-        .select(PIPELINE_INTERVAL.map(col))
-        .collect()
-        .engine("M002")?;
+    let done: Vec<IdxSize> = (prepared.journal_phases()?.iter().enumerate())
+        .filter(|(_, phase)| phase.is_some_and(Phase::done))
+        .map(|(row, _)| row as IdxSize)
+        .collect();
     let mut committed = vec![false; prepared.intervals.count()];
-    for interval in prepared.intervals.of_rows(&done)?.into_iter().flatten() {
+    for interval in prepared.journal_intervals(&done)?.into_iter().flatten() {
         committed[interval as usize] = true;
     }
     // A try whose expected key the journal committed in a run outside the audit (a manual
