@@ -251,11 +251,47 @@ fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option
     Ok(ended)
 }
 
+impl Intervals {
+    /// The pipeline interval (`PIPELINE_INTERVAL`) of each of `rows` (rows of `frame`), coded
+    /// NULL parts and all (equal parts, equal codes, as polars groups them), whether a try has
+    /// the interval or not; and how many codes there can be. An interval some try has keeps
+    /// its code here (below [`count`](Self::count)); the others are coded after those.
+    ///
+    /// `try_of` names the try whose interval a row's is, where the row has one (a journal
+    /// row's own try, an object's home try: their interval columns are that try's), so those
+    /// rows take the try's code without their parts being looked up.
+    pub fn code_rows(
+        &self,
+        frame: &DataFrame,
+        rows: &[IdxSize],
+        try_of: impl Fn(IdxSize) -> Option<IdxSize>,
+    ) -> Result<(Vec<u32>, usize)> {
+        let parts = IntervalParts::of(frame)?;
+        let mut codes = Vec::with_capacity(rows.len());
+        let mut others: Vec<usize> = Vec::new();
+        for (at, &row) in rows.iter().enumerate() {
+            let code = (try_of(row).and_then(|try_row| self.of_try[try_row as usize]))
+                .or_else(|| self.find(parts.key(row as usize)));
+            if code.is_none() {
+                others.push(at);
+            }
+            codes.push(code.unwrap_or(NONE));
+        }
+        let tries = self.count();
+        let other_rows: Vec<IdxSize> = others.iter().map(|&at| rows[at]).collect();
+        let (other_codes, other_count) = code_rows(frame, &other_rows)?;
+        for (at, code) in others.into_iter().zip(other_codes) {
+            codes[at] = tries as u32 + code;
+        }
+        Ok((codes, tries + other_count))
+    }
+}
+
 /// The pipeline interval (`PIPELINE_INTERVAL`) of each of `rows` (rows of `frame`), coded
 /// densely from 0 in the order first seen, NULL parts and all (equal parts, equal codes, as
 /// polars groups them); and how many intervals there are. Unlike [`Intervals`], any
 /// interval gets a code, whether a try has it or not.
-pub fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize)> {
+fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize)> {
     // An interval's value is read back from its first row (a copy of each would add 32 bytes
     // an interval beside the rules' other work).
     let parts = IntervalParts::of(frame)?;
@@ -271,4 +307,88 @@ pub fn code_rows(frame: &DataFrame, rows: &[IdxSize]) -> Result<(Vec<u32>, usize
         },
     );
     Ok((codes, first_rows.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Parts = (Option<u32>, Option<i64>, Option<i64>, Option<i64>);
+
+    fn frame(rows: &[Parts]) -> DataFrame {
+        let column = |name: &str, values: Vec<Option<i64>>| Column::new(name.into(), values);
+        let times = |name: &str, values: Vec<Option<i64>>| {
+            column(name, values).cast(&crate::model::utc()).unwrap()
+        };
+        let pipelines: Vec<Option<u32>> = rows.iter().map(|parts| parts.0).collect();
+        DataFrame::new_infer_height(vec![
+            Column::new("pipeline".into(), pipelines),
+            column("map_index", rows.iter().map(|parts| parts.1).collect()),
+            times("iv_start", rows.iter().map(|parts| parts.2).collect()),
+            times("iv_end", rows.iter().map(|parts| parts.3).collect()),
+            times("start_date", vec![Some(0); rows.len()]),
+            times("end_date", vec![Some(1); rows.len()]),
+            column("try_number", vec![Some(1); rows.len()]),
+            Column::new("run_id".into(), vec!["run"; rows.len()]),
+        ])
+        .unwrap()
+    }
+
+    /// Rows that name their try take its code, the others are coded by their parts: equal
+    /// parts get equal codes either way, NULL parts and all, whether a try has the interval
+    /// (a code below `count`) or not, and every code is below the count returned.
+    #[test]
+    fn rows_coded_through_their_try_and_by_their_parts_agree() {
+        let tries: Vec<Parts> = vec![
+            (Some(0), Some(-1), Some(10), Some(20)),
+            (Some(0), Some(-1), Some(20), Some(30)),
+            (Some(1), Some(3), Some(10), Some(20)),
+            (Some(0), Some(-1), None, None),
+            (Some(0), Some(-1), Some(10), Some(20)),
+        ];
+        let intervals = Intervals::of(&frame(&tries)).unwrap();
+        // (parts, the try the row names)
+        let rows: Vec<(Parts, Option<IdxSize>)> = vec![
+            (tries[1], Some(1)),
+            (tries[0], None),
+            (tries[0], Some(4)),
+            (tries[3], Some(3)),
+            (tries[3], None),
+            (tries[2], None),
+            (tries[2], Some(2)),
+            ((Some(0), Some(-1), Some(30), Some(40)), None),
+            ((Some(2), Some(-1), Some(10), Some(20)), None),
+            ((Some(0), Some(-1), Some(30), Some(40)), None),
+            ((None, Some(-1), Some(10), Some(20)), None),
+            ((Some(0), None, Some(10), Some(20)), None),
+            ((Some(0), None, Some(10), Some(20)), None),
+        ];
+        let parts: Vec<Parts> = rows.iter().map(|row| row.0).collect();
+        let frame = frame(&parts);
+        // Picked in another order than the frame's, each twice.
+        let picked: Vec<IdxSize> = (0..rows.len() as IdxSize)
+            .rev()
+            .chain(0..rows.len() as IdxSize)
+            .collect();
+        let (codes, count) = intervals
+            .code_rows(&frame, &picked, |row| rows[row as usize].1)
+            .unwrap();
+        assert_eq!(codes.len(), picked.len());
+        for (a, &row_a) in picked.iter().enumerate() {
+            let parts_a = parts[row_a as usize];
+            assert!((codes[a] as usize) < count, "row {row_a}");
+            assert_eq!(
+                (codes[a] as usize) < intervals.count(),
+                tries.contains(&parts_a),
+                "row {row_a}: a try's interval keeps its code"
+            );
+            for (b, &row_b) in picked.iter().enumerate() {
+                assert_eq!(
+                    codes[a] == codes[b],
+                    parts_a == parts[row_b as usize],
+                    "rows {row_a} and {row_b}"
+                );
+            }
+        }
+    }
 }

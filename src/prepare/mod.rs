@@ -32,7 +32,7 @@ mod objects;
 mod pipelines;
 
 pub use claims::{Claim, Claimants, LeftOut, Scope, scope_objects};
-pub use intervals::{Intervals, code_rows as code_interval_rows};
+pub use intervals::Intervals;
 pub use objects::{Grouped, JournalTexts, ObjectTexts};
 use pipelines::Unnamed;
 pub use pipelines::{Operations, Pipelines};
@@ -220,6 +220,37 @@ impl Prepared {
             }
         }
         Ok(intervals)
+    }
+
+    /// The pipeline interval of each of `rows` of the tries, the journal or the objects
+    /// (`table`), coded by [`Intervals::code_rows`] (equal parts, equal codes, NULL parts and
+    /// all, whether a try has the interval or not), and how many codes there can be. A try,
+    /// a journal row matched to its try and an object attributed to a try's interval take
+    /// that try's code.
+    pub fn code_interval_rows(
+        &self,
+        table: crate::model::Table,
+        rows: &[IdxSize],
+    ) -> Result<(Vec<u32>, usize)> {
+        use crate::model::Table;
+        let frame = self.frame(table);
+        let try_column = match table {
+            Table::Attempts => return self.intervals.code_rows(frame, rows, Some),
+            Table::Journal => model::journal::TRY_ROW,
+            Table::Provider => model::objects::INTERVAL_TRY,
+        };
+        let tries = one_array(&crate::cells::code_column(frame, try_column)?);
+        self.intervals
+            .code_rows(frame, rows, |row| tries.get(row as usize))
+    }
+
+    /// The prepared frame of a table: the tries, the journal or the objects.
+    pub fn frame(&self, table: crate::model::Table) -> &DataFrame {
+        match table {
+            crate::model::Table::Attempts => &self.tries,
+            crate::model::Table::Journal => &self.journal,
+            crate::model::Table::Provider => &self.objects,
+        }
     }
 
     /// Whether each object is live.

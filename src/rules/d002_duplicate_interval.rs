@@ -39,16 +39,14 @@ impl_rule!(
 fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The live objects attributed to an interval, and the intervals whose objects are under
     // more than one key (NULL among them).
-    let objects = &prepared.objects;
     let attributed = prepared.live_in_interval_row_numbers()?;
     let keys = one_chunk(prepared.object_key_codes()?);
     let duplicated = RowGroups::of_intervals_with_many(
-        objects,
+        prepared,
         Table::Provider,
         attributed,
         |row| keys.get(row as usize).unwrap_or(NULL),
         &["created_at", "external_id"],
-        &prepared.operations,
         "D002",
     )?;
     let rows = ObjectRows::read(&duplicated.frame, &prepared.operations)?;

@@ -13,7 +13,7 @@ use polars::prelude::*;
 use crate::cells::groups;
 use crate::error::{EngineContext, Result};
 use crate::model::Table;
-use crate::prepare::{Operations, PIPELINE_INTERVAL, in_pipeline_interval_order};
+use crate::prepare::{Operations, PIPELINE_INTERVAL, Prepared, in_pipeline_interval_order};
 use crate::rules::Finding;
 
 /// Rows of a rule's result, read in groups of equal group columns.
@@ -89,20 +89,19 @@ impl RowGroups {
         RowGroups::in_interval_order(picked, table, then, operations, rule)
     }
 
-    /// The `rows` of `frame` (in ascending order) whose pipeline interval holds more than one
-    /// distinct `value` (a code; NULL counts as a value), grouped by pipeline interval, each
+    /// The `rows` of `table`'s prepared frame (in ascending order) whose pipeline interval
+    /// holds more than one distinct `value` (a code; NULL counts as a value), grouped by pipeline interval, each
     /// interval's rows sorted by `then`: `per_interval` with `over_interval(n_unique) > 1`,
     /// as a pass over codes.
     pub fn of_intervals_with_many(
-        frame: &DataFrame,
+        prepared: &Prepared,
         table: Table,
         rows: Vec<IdxSize>,
         value: impl Fn(IdxSize) -> u32,
         then: &[&'static str],
-        operations: &Operations,
         rule: &str,
     ) -> Result<RowGroups> {
-        let (intervals, count) = crate::prepare::code_interval_rows(frame, &rows)?;
+        let (intervals, count) = prepared.code_interval_rows(table, &rows)?;
         let mut values = ManyValues::new(count);
         for (&row, &interval) in rows.iter().zip(&intervals) {
             values.see(interval, value(row));
@@ -111,7 +110,14 @@ impl RowGroups {
             .filter(|(_, interval)| values.holds(**interval))
             .map(|(row, _)| *row)
             .collect();
-        RowGroups::of_interval_rows(frame, table, picked, then, operations, rule)
+        RowGroups::of_interval_rows(
+            prepared.frame(table),
+            table,
+            picked,
+            then,
+            &prepared.operations,
+            rule,
+        )
     }
 
     /// A frame already sorted so that each group's rows are together.

@@ -43,12 +43,11 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
         .collect();
     let keys = one_chunk(prepared.journal_key_codes()?);
     let unstable = RowGroups::of_intervals_with_many(
-        journal,
+        prepared,
         Table::Journal,
         intents,
         |row| keys.get(row as usize).unwrap_or(NULL),
         &["recorded_at", "try_number"],
-        &prepared.operations,
         "K001",
     )?;
     let journal = JournalRows::read(&unstable.frame, &prepared.operations)?;

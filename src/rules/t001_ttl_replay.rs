@@ -3,7 +3,7 @@ use polars::prelude::*;
 use crate::model::Table;
 use crate::error::Result;
 use crate::error::EngineContext;
-use crate::prepare::{Prepared, code_interval_rows};
+use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 use crate::timestamp;
 
@@ -37,7 +37,7 @@ fn check(_: &TtlReplay, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The live objects of intervals with more than one, where the provider forgets keys.
     let objects = &prepared.objects;
     let attributed = prepared.live_in_interval_row_numbers()?;
-    let (intervals, count) = code_interval_rows(objects, &attributed)?;
+    let (intervals, count) = prepared.code_interval_rows(Table::Provider, &attributed)?;
     let mut objects_of_interval = vec![0u32; count];
     for &interval in &intervals {
         objects_of_interval[interval as usize] += 1;
