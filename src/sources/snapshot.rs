@@ -638,14 +638,24 @@ fn check_time_range(column: &Column, shown: &str, own: &str) -> Result<()> {
         .cast(&DataType::Int64)
         .engine("checking a time column")?;
     let micros = micros.i64().engine("checking a time column")?;
-    let in_range = |value: Option<i64>| value.is_none_or(timestamp::in_range);
-    if in_range(micros.min()) && in_range(micros.max()) {
+    // One pass over each chunk's values, NULL slots included whatever they hold (a loop the
+    // compiler vectorises): when they are all in range, so is every cell. Otherwise the cells
+    // are read with their validity, for the first one out of range, if a NULL slot was not
+    // all that was.
+    let whole_in_range = micros.downcast_iter().all(|array| {
+        let values = array.values().as_slice();
+        let (low, high) = (values.iter()).fold((i64::MAX, i64::MIN), |(low, high), &value| {
+            (low.min(value), high.max(value))
+        });
+        values.is_empty() || (timestamp::in_range(low) && timestamp::in_range(high))
+    });
+    if whole_in_range {
         return Ok(());
     }
-    let row = micros
-        .iter()
-        .position(|value| !in_range(value))
-        .unwrap_or(0);
+    let in_range = |value: Option<i64>| value.is_none_or(timestamp::in_range);
+    let Some(row) = micros.iter().position(|value| !in_range(value)) else {
+        return Ok(());
+    };
     Err(Error::input(
         Location::source(shown).row(row + 1).column(own),
         format!(
@@ -759,5 +769,35 @@ mod tests {
             );
             assert!(matches!(err, Error::Input { .. }), "{unit:?}: {err:?}");
         }
+    }
+
+    /// What a NULL cell's slot holds is not a time: a slot out of range under a NULL is not
+    /// refused, a cell out of range after it is, by its row.
+    #[test]
+    fn a_null_cells_slot_is_not_checked() {
+        use polars_arrow::array::PrimitiveArray;
+        use polars_arrow::bitmap::Bitmap;
+        use polars_arrow::datatypes::ArrowDataType;
+        let column = |values: Vec<i64>, valid: [bool; 3]| -> Column {
+            let array = PrimitiveArray::new(
+                ArrowDataType::Int64,
+                values.into(),
+                Some(Bitmap::from_iter(valid)),
+            );
+            Int64Chunked::with_chunk("created_at".into(), array)
+                .into_series()
+                .cast(&crate::model::utc())
+                .unwrap()
+                .into_column()
+        };
+        let (now, far) = (1_793_527_200_000_000, i64::MAX);
+        let hidden = column(vec![now, far, now], [true, false, true]);
+        check_time_range(&hidden, "provider.parquet", "created_at").unwrap();
+        let shown = column(vec![now, far, far], [true, false, true]);
+        let err = check_time_range(&shown, "provider.parquet", "created_at").unwrap_err();
+        assert!(
+            err.to_string().contains("row 3, column `created_at`"),
+            "{err}"
+        );
     }
 }
