@@ -90,9 +90,9 @@ impl RowGroups {
     }
 
     /// The `rows` of `table`'s prepared frame (in ascending order) whose pipeline interval
-    /// holds more than one distinct `value` (a code; NULL counts as a value), grouped by pipeline interval, each
-    /// interval's rows sorted by `then`: `per_interval` with `over_interval(n_unique) > 1`,
-    /// as a pass over codes.
+    /// holds more than one distinct `value` (a code; NULL counts as a value), grouped by
+    /// pipeline interval, each interval's rows sorted by `then`: `per_interval` with
+    /// `over_interval(n_unique) > 1`, as a pass over codes.
     pub fn of_intervals_with_many(
         prepared: &Prepared,
         table: Table,
