@@ -121,12 +121,12 @@ impl Intervals {
         let mut dictionary = Dictionary::with_capacity(rows);
         let mut first_tries = Vec::new();
         // Whether each try's interval has all its parts: only those match objects.
-        let mut complete = Vec::with_capacity(rows);
+        let mut whole = Vec::with_capacity(rows);
         // Each try's interval, NULL parts and all, for ordering its tries. A try's retries
         // often follow it: coded in turn, the interval of the try before is the guess.
         let keys = (0..rows).map(|row| {
             let key = parts.key(row);
-            complete.push(key.0 != NONE && key.1 == 0);
+            whole.push(complete(key));
             Some(key)
         });
         let ordering = dictionary.encode_all(
@@ -140,8 +140,8 @@ impl Intervals {
         );
         let of_try = ordering
             .iter()
-            .zip(complete)
-            .map(|(&group, complete)| complete.then_some(group))
+            .zip(whole)
+            .map(|(&group, whole)| whole.then_some(group))
             .collect();
         Ok(Intervals {
             dictionary,
@@ -174,43 +174,33 @@ impl Intervals {
         self.of_try[row]
     }
 
-    /// The interval of each row of a frame with the `PIPELINE_INTERVAL` columns and
-    /// `interval_try` (the objects, whose home may be a try): the interval of the try it names
-    /// where it names one, else the interval its columns name, if a try has it.
-    pub fn of_rows(&self, frame: &DataFrame) -> Result<Vec<Option<u32>>> {
-        let interval_try = match frame.column("interval_try") {
-            Ok(_) => one_chunk(crate::cells::code_column(frame, "interval_try")?),
-            Err(_) => UInt32Chunked::full_null("interval_try".into(), frame.height()),
-        };
-        // Most rows name a try; the columns are read only for those that do not.
-        let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(one_chunk(crate::cells::int_column(frame, name)?))
-        };
-        let (map_index, iv_start, iv_end) = (int("map_index")?, int("iv_start")?, int("iv_end")?);
-        let pipeline = one_chunk(crate::cells::code_column(frame, "pipeline")?);
-        let named = |row: usize| {
-            let parts = (
-                pipeline.get(row),
-                map_index.get(row),
-                iv_start.get(row),
-                iv_end.get(row),
-            );
-            match parts {
-                (pipeline @ Some(_), map @ Some(_), start @ Some(_), end @ Some(_)) => {
-                    self.find(interval_key(pipeline, map, start, end))
-                }
-                _ => None,
-            }
-        };
-        Ok(interval_try
-            .iter()
-            .enumerate()
-            .map(|(row, try_row)| match try_row {
+    /// The interval a try has of each of `rows` (rows of `frame`, which has the
+    /// `PIPELINE_INTERVAL` columns), None where no try has it. `try_of` names the try whose
+    /// interval a row's is, where the row has one (a journal row's own try, an object's home
+    /// try): such a row takes that try's interval; the others are found by their parts, which
+    /// are read only for them.
+    pub fn of_rows(
+        &self,
+        frame: &DataFrame,
+        rows: impl Iterator<Item = IdxSize>,
+        try_of: impl Fn(IdxSize) -> Option<IdxSize>,
+    ) -> Result<Vec<Option<u32>>> {
+        let parts = IntervalParts::of(frame)?;
+        Ok(rows
+            .map(|row| match try_of(row) {
                 Some(try_row) => self.of_try[try_row as usize],
-                None => named(row),
+                None => {
+                    let key = parts.key(row as usize);
+                    complete(key).then(|| self.find(key)).flatten()
+                }
             })
             .collect())
     }
+}
+
+/// Whether an interval has all its parts: only those match objects.
+fn complete(key: IntervalKey) -> bool {
+    key.0 != NONE && key.1 == 0
 }
 
 /// When the earlier tries of each try's pipeline interval had ended (the latest end among the

@@ -98,6 +98,22 @@ pub struct Prepared {
     pub unclaimed: DataFrame,
 }
 
+/// The try whose interval a row of a prepared frame has: a try is its own; a journal row
+/// names its own try (`try_row`), an object its home try (`interval_try`), where it has one.
+enum NamedTries {
+    Themselves,
+    Column(<UInt32Type as PolarsDataType>::Array),
+}
+
+impl NamedTries {
+    fn of(&self, row: IdxSize) -> Option<IdxSize> {
+        match self {
+            NamedTries::Themselves => Some(row),
+            NamedTries::Column(tries) => tries.get(row as usize),
+        }
+    }
+}
+
 /// What is worked out from `Prepared::journal` when first asked for (the journal is not
 /// changed once prepared).
 #[derive(Default)]
@@ -192,34 +208,18 @@ impl Prepared {
         self.intervals.of_try(row)
     }
 
-    /// The pipeline interval of each of the journal's `rows`, where a try has it. A row
-    /// matched to a try (`journal_try_rows`) shares that try's pipeline, map index and run,
-    /// so it takes the try's interval; only the other rows are looked up by their columns.
-    pub fn journal_intervals(&self, rows: &[IdxSize]) -> Result<Vec<Option<u32>>> {
-        let tries = one_array(&self.journal_try_rows()?);
-        let mut intervals = Vec::with_capacity(rows.len());
-        let mut unmatched: Vec<usize> = Vec::new();
-        for (at, &row) in rows.iter().enumerate() {
-            match tries.get(row as usize) {
-                Some(try_row) => intervals.push(self.interval_of_try(try_row as usize)),
-                None => {
-                    intervals.push(None);
-                    unmatched.push(at);
-                }
-            }
-        }
-        if !unmatched.is_empty() {
-            let picked = unmatched.iter().map(|&at| rows[at]).collect();
-            let frame = self
-                .journal
-                .select(PIPELINE_INTERVAL)
-                .and_then(|parts| parts.take(&IdxCa::from_vec("rows".into(), picked)))
-                .engine("journal intervals")?;
-            for (at, interval) in unmatched.into_iter().zip(self.intervals.of_rows(&frame)?) {
-                intervals[at] = interval;
-            }
-        }
-        Ok(intervals)
+    /// The pipeline interval of each of `rows` of the tries, the journal or the objects
+    /// (`table`), where a try has it ([`Intervals::of_rows`]): a try, a journal row matched to
+    /// its try and an object attributed to a try's interval take that try's, the other rows
+    /// are found by their columns.
+    pub fn intervals_of(
+        &self,
+        table: crate::model::Table,
+        rows: impl Iterator<Item = IdxSize>,
+    ) -> Result<Vec<Option<u32>>> {
+        let tries = self.named_tries(table)?;
+        self.intervals
+            .of_rows(self.frame(table), rows, |row| tries.of(row))
     }
 
     /// The pipeline interval of each of `rows` of the tries, the journal or the objects
@@ -232,16 +232,20 @@ impl Prepared {
         table: crate::model::Table,
         rows: &[IdxSize],
     ) -> Result<(Vec<u32>, usize)> {
-        use crate::model::Table;
-        let frame = self.frame(table);
-        let try_column = match table {
-            Table::Attempts => return self.intervals.code_rows(frame, rows, Some),
-            Table::Journal => model::journal::TRY_ROW,
-            Table::Provider => model::objects::INTERVAL_TRY,
-        };
-        let tries = one_array(&crate::cells::code_column(frame, try_column)?);
+        let tries = self.named_tries(table)?;
         self.intervals
-            .code_rows(frame, rows, |row| tries.get(row as usize))
+            .code_rows(self.frame(table), rows, |row| tries.of(row))
+    }
+
+    /// The try whose interval each row of `table`'s frame has, where it names one.
+    fn named_tries(&self, table: crate::model::Table) -> Result<NamedTries> {
+        let column = match table {
+            crate::model::Table::Attempts => return Ok(NamedTries::Themselves),
+            crate::model::Table::Journal => model::journal::TRY_ROW,
+            crate::model::Table::Provider => model::objects::INTERVAL_TRY,
+        };
+        let rows = crate::cells::code_column(self.frame(table), column)?;
+        Ok(NamedTries::Column(one_array(&rows)))
     }
 
     /// The prepared frame of a table: the tries, the journal or the objects.
@@ -287,7 +291,8 @@ impl Prepared {
         if let Some(known) = self.object_indexes.intervals.get() {
             return Ok(known);
         }
-        let intervals = self.intervals.of_rows(&self.objects)?;
+        let all = 0..self.objects.height() as IdxSize;
+        let intervals = self.intervals_of(crate::model::Table::Provider, all)?;
         Ok(self.object_indexes.intervals.get_or_init(|| intervals))
     }
 

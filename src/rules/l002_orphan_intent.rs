@@ -1,3 +1,5 @@
+use polars::prelude::IdxSize;
+
 use crate::model::{Phase, Table};
 use crate::ahead;
 use crate::cells::{groups, ints, one_chunk};
@@ -86,7 +88,8 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     )?;
     let journal = JournalRows::read(&rows, &prepared.operations)?;
     // What else exists for the orphans' intervals, looked up for those intervals only.
-    let intervals = prepared.intervals.of_rows(&rows)?;
+    let all = 0..rows.height() as IdxSize;
+    let intervals = prepared.intervals.of_rows(&rows, all, |_| None)?;
     let (starts, ends) = (ints(&rows, "iv_start")?, ints(&rows, "iv_end")?);
     let mut wanted: Vec<WantedInterval> = (0..rows.height())
         .filter_map(|row| Some((intervals[row]?, starts[row], ends[row])))

@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use crate::cells::{code_column, one_chunk, text_column};
 use crate::error::{EngineContext, Result};
-use crate::model::Phase;
+use crate::model::{Phase, Table};
 use crate::prepare::{Prepared, TRY, model};
 use crate::rules::repair::{self, NamedRows, Repair};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
@@ -44,12 +44,11 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         written[row as usize] = true;
     }
     // The pipeline intervals a try of committed (check-then-create retries skip them).
-    let done: Vec<IdxSize> = (prepared.journal_phases()?.iter().enumerate())
+    let done = (prepared.journal_phases()?.iter().enumerate())
         .filter(|(_, phase)| phase.is_some_and(Phase::done))
-        .map(|(row, _)| row as IdxSize)
-        .collect();
+        .map(|(row, _)| row as IdxSize);
     let mut committed = vec![false; prepared.intervals.count()];
-    for interval in prepared.journal_intervals(&done)?.into_iter().flatten() {
+    for interval in prepared.intervals_of(Table::Journal, done)?.into_iter().flatten() {
         committed[interval as usize] = true;
     }
     // A try whose expected key the journal committed in a run outside the audit (a manual
