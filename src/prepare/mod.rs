@@ -468,25 +468,34 @@ impl Prepared {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
 
-        // The tries' texts are coded, then their runs, on a thread of its own while the
-        // journal's operations are named.
         let try_keys = TryKeys::of(&tries)?;
-        let ((texts, coded, runs), journal) = std::thread::scope(|threads| {
-            let coded = Started::start(threads, "coding tries", || {
-                let (texts, coded) = TryTexts::of(&try_keys);
-                let runs = Runs::of(&coded);
-                (texts, coded, runs)
-            });
-            let journal = name_journal_operations(config, journal, pipelines);
-            (coded.finish(), journal)
-        });
-        let journal = journal?;
-        crate::timing::phase("prepare:journal:operations", step);
+        let mut journal = with_map_index_filled(journal)?;
+        let journal_keys = TryKeys::of(&journal)?;
+        let (texts, coded) = TryTexts::of(&try_keys);
+        crate::timing::phase("prepare:journal:coding", step);
         let step = std::time::Instant::now();
-        let journal_keys = texts.find(&TryKeys::of(&journal)?);
+        // The journal's texts are found among the tries' while the tries' runs are coded.
+        let (journal_keys, runs) =
+            crate::parallel::side_by_side(|| texts.find(&journal_keys), || Runs::of(&coded));
         let (run_row, try_row) = journal_tries(&journal_keys, &coded, &runs)?;
         drop((coded, journal_keys, texts));
         crate::timing::phase("prepare:journal:tries", step);
+        let step = std::time::Instant::now();
+        // A row that names its try takes the try's pipeline; the others are named from their
+        // DAG and task (rows of tasks no `[[operation]]` names still describe operations).
+        let try_pipelines = one_array(&crate::cells::code_column(
+            &tries,
+            model::interval::PIPELINE,
+        )?);
+        let pipeline = pipelines.column_through_tries(
+            config,
+            &journal,
+            Unnamed::DagTask,
+            one_array(&try_row).iter().map(|row| row.copied()),
+            |row| try_pipelines.get(row as usize),
+        )?;
+        journal.with_column(pipeline).engine("naming operations")?;
+        crate::timing::phase("prepare:journal:operations", step);
         let run_count = runs.count();
         let run_codes = column_of_codes(model::tries::RUN_CODE, runs.of_try);
         let mut tries = tries;
@@ -497,8 +506,8 @@ impl Prepared {
             .engine("journal intervals")?
             .take(&run_row)
             .engine("journal intervals")?;
-        let mut journal = journal
-            .hstack(interval.columns())
+        journal
+            .hstack_mut(interval.columns())
             .engine("journal intervals")?;
         journal
             .with_column(
@@ -723,18 +732,10 @@ fn column_of_codes(name: &str, codes: Vec<u32>) -> Column {
     crate::cells::codes(name, codes, NULL).into_column()
 }
 
-/// The journal with each row's `operation` (journal rows of tasks no `[[operation]]` names
-/// still describe operations: `dag_id.task_id`), its `pipeline`, and `map_index` -1 where it
-/// is NULL.
-fn name_journal_operations(
-    config: &Config,
-    journal: &DataFrame,
-    pipelines: &mut Pipelines,
-) -> Result<DataFrame> {
-    let mut journal = journal.clone();
-    let pipeline = pipelines.column(config, &journal, Unnamed::DagTask)?;
-    journal.with_column(pipeline).engine("naming operations")?;
+/// The journal with `map_index` -1 where it is NULL, as Airflow writes an unmapped task's.
+fn with_map_index_filled(journal: &DataFrame) -> Result<DataFrame> {
     journal
+        .clone()
         .lazy()
         .with_column(col("map_index").fill_null(lit(-1i64)))
         .collect()
@@ -790,17 +791,23 @@ fn complete((dag, run, task, map, number): TryValues) -> Option<CodedTry> {
 }
 
 impl<'a> TryTexts<'a> {
-    /// The tries' texts coded, giving new texts new codes.
+    /// The tries' texts coded, giving new texts new codes: the run ids, the most varied, on a
+    /// thread of their own beside the DAGs and the tasks.
     fn of(tries: &'a TryKeys) -> (TryTexts<'a>, CodedTryColumns) {
-        let mut texts = TryTexts {
-            dag: TextDictionary::default(),
-            run: TextDictionary::default(),
-            task: TextDictionary::default(),
+        let coded = |column: &'a StringChunked| {
+            let mut dictionary = TextDictionary::default();
+            let codes = dictionary.encode(column);
+            (dictionary, codes)
         };
+        let (((dag, dags), (task, tasks)), (run, runs)) = crate::parallel::side_by_side(
+            || (coded(&tries.dag), coded(&tries.task)),
+            || coded(&tries.run),
+        );
+        let texts = TryTexts { dag, run, task };
         let coded = CodedTryColumns {
-            dag: texts.dag.encode(&tries.dag),
-            run: texts.run.encode(&tries.run),
-            task: texts.task.encode(&tries.task),
+            dag: dags,
+            run: runs,
+            task: tasks,
             map: one_array(&tries.map),
             number: one_array(&tries.number),
         };

@@ -8,7 +8,7 @@
 use polars::prelude::*;
 
 use crate::config::Config;
-use crate::dictionary::{Dictionary, Encoded};
+use crate::dictionary::{Dictionary, Encoded, NULL};
 use crate::error::{EngineContext, Result};
 
 use super::model::interval;
@@ -97,6 +97,41 @@ impl Pipelines {
             crate::cells::numbers::<UInt32Type>(interval::PIPELINE, pipeline.into_iter())
                 .into_column(),
         )
+    }
+
+    /// [`column`](Self::column) for a frame whose rows may name a try (`tries`, by row; its
+    /// pipeline `pipeline_of`): such a row takes its try's pipeline, as its DAG and task are
+    /// the try's; only the other rows are coded from their texts, in row order, so every row
+    /// gets the code `column` would give it.
+    pub(super) fn column_through_tries(
+        &mut self,
+        config: &Config,
+        frame: &DataFrame,
+        unnamed: Unnamed,
+        tries: impl Iterator<Item = Option<IdxSize>>,
+        pipeline_of: impl Fn(IdxSize) -> Option<u32>,
+    ) -> Result<Column> {
+        let dags = crate::cells::one_chunk(crate::cells::text_column(frame, "dag_id")?);
+        let tasks = crate::cells::one_chunk(crate::cells::text_column(frame, "task_id")?);
+        let mut previous: Option<u32> = None;
+        let mut pipeline = Vec::with_capacity(frame.height());
+        for (row, named_try) in tries.enumerate() {
+            let code = match named_try.and_then(&pipeline_of) {
+                Some(code) => code,
+                None => {
+                    let (Some(dag), Some(task)) = (dags.get(row), tasks.get(row)) else {
+                        pipeline.push(NULL);
+                        continue;
+                    };
+                    let code = self.code(config, dag, task, previous);
+                    previous = Some(code);
+                    code
+                }
+            };
+            let named = self.configured[code as usize].is_some() || unnamed == Unnamed::DagTask;
+            pipeline.push(if named { code } else { NULL });
+        }
+        Ok(crate::cells::codes(interval::PIPELINE, pipeline, NULL).into_column())
     }
 
     /// The operation of each pipeline, once every frame's pipelines are coded.
@@ -296,5 +331,87 @@ task_id = "export"
             .rank_column(&tries.hstack(&[try_codes]).unwrap())
             .unwrap();
         assert_eq!(ranks.null_count(), 2);
+    }
+
+    /// A journal row that names its try takes the try's pipeline instead of coding its DAG
+    /// and task: every row must get the code `column` gives it, rows without a try (a task no
+    /// try has, a NULL task, a DAG only the journal has) coded in row order as `column` codes
+    /// them.
+    #[test]
+    fn rows_named_through_their_tries_get_the_codes_of_their_texts() {
+        let config = Config::parse(
+            r#"
+airflow = { snapshot = "attempts.csv" }
+journal = { snapshot = "journal.csv" }
+provider = { snapshot = "provider.csv" }
+[[operation]]
+name = "exports"
+dag_id = "b_*"
+task_id = "export"
+"#,
+            std::path::Path::new("/etc/onceonly/onceonly.toml"),
+        )
+        .unwrap();
+        let tries = frame(&[
+            (Some("b_2"), Some("export")),
+            (Some("b_1"), Some("export")),
+            (Some("c"), Some("other")),
+        ]);
+        let journal_rows = [
+            (Some("b_1"), Some("export")),
+            (Some("e"), Some("load")),
+            (Some("b_2"), Some("export")),
+            (Some("b_1"), None),
+            (Some("d"), Some("export")),
+            (Some("b_3"), Some("export")),
+            (Some("e"), Some("load")),
+            (Some("b_2"), Some("export")),
+        ];
+        // The try each journal row names: rows 0, 2 and 7 name tries of their DAG and task;
+        // row 7 names none although a try has its DAG and task (its own try was purged).
+        let named = [Some(1), None, Some(0), None, None, None, None, None];
+        let journal = frame(&journal_rows);
+        let codes =
+            |column: &Column| -> Vec<Option<u32>> { column.u32().unwrap().iter().collect() };
+
+        let mut by_texts = Pipelines::default();
+        let try_codes = by_texts.column(&config, &tries, Unnamed::Null).unwrap();
+        let expected = by_texts
+            .column(&config, &journal, Unnamed::DagTask)
+            .unwrap();
+
+        let mut through_tries = Pipelines::default();
+        let try_codes_again = through_tries
+            .column(&config, &tries, Unnamed::Null)
+            .unwrap();
+        assert_eq!(codes(&try_codes), codes(&try_codes_again));
+        let of_try = codes(&try_codes);
+        let got = through_tries
+            .column_through_tries(
+                &config,
+                &journal,
+                Unnamed::DagTask,
+                named.iter().copied(),
+                |row| of_try[row as usize],
+            )
+            .unwrap();
+        assert_eq!(codes(&got), codes(&expected));
+        assert_eq!(
+            codes(&got),
+            [
+                Some(1),
+                Some(3),
+                Some(0),
+                None,
+                Some(4),
+                Some(5),
+                Some(3),
+                Some(0)
+            ]
+        );
+        let (by_texts, through_tries) = (by_texts.operations(), through_tries.operations());
+        for code in 0..6 {
+            assert_eq!(by_texts.name(code), through_tries.name(code));
+        }
     }
 }
