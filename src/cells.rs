@@ -63,6 +63,22 @@ where
     column.rechunk().downcast_as_array().clone()
 }
 
+/// The cells of a numeric column in row order, read from one array ([`one_array`]):
+/// `ChunkedArray::iter` goes through an iterator over its chunks, flattened, several times
+/// the work a cell.
+pub fn each_number<T: PolarsNumericType>(
+    column: &ChunkedArray<T>,
+) -> impl Iterator<Item = Option<T::Native>> + use<T> {
+    let array: polars_arrow::array::PrimitiveArray<T::Native> = one_array(column);
+    (0..array.len()).map(move |row| array.get(row))
+}
+
+/// [`each_number`] for a boolean column.
+pub fn each_flag(column: &BooleanChunked) -> impl Iterator<Item = Option<bool>> + use<> {
+    let array = one_array(column);
+    (0..array.len()).map(move |row| array.get(row))
+}
+
 /// A text column of few distinct values: row `i` is `distinct[rows[i]]`, NULL where
 /// `rows[i]` is None. The values are written once and every row points at its own, so a
 /// value's bytes are not copied once per row; each row's view is written in one pass.
@@ -155,10 +171,12 @@ impl Validity {
 pub fn each_text<T: Clone>(column: &StringChunked, cell: impl Fn(Option<&str>) -> T) -> Vec<T> {
     match Runs::of(&[column]) {
         Some(runs) => {
+            // Runs are of a column in one array (`Runs::of`).
+            let array = column.downcast_as_array();
             let per_run: Vec<T> = runs
                 .starts()
                 .iter()
-                .map(|&row| cell(column.get(row as usize)))
+                .map(|&row| cell(array.get(row as usize)))
                 .collect();
             runs.spread(&per_run)
         }
@@ -310,6 +328,24 @@ pub fn groups(df: &DataFrame, key: &[&str]) -> Result<Vec<(usize, Vec<usize>)>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A column of several chunks, NULLs among them, is read cell by cell in row order.
+    #[test]
+    fn each_cell_is_read_in_row_order_across_chunks() {
+        let mut numbers = Int64Chunked::new("n".into(), [Some(3), None, Some(-7)]);
+        numbers
+            .append(&Int64Chunked::new("n".into(), [None, Some(i64::MAX)]))
+            .unwrap();
+        assert_eq!(numbers.chunks().len(), 2);
+        let read: Vec<Option<i64>> = each_number(&numbers).collect();
+        assert_eq!(read, [Some(3), None, Some(-7), None, Some(i64::MAX)]);
+        let mut flags = BooleanChunked::new("f".into(), [Some(true), None]);
+        flags
+            .append(&BooleanChunked::new("f".into(), [Some(false)]))
+            .unwrap();
+        let read: Vec<Option<bool>> = each_flag(&flags).collect();
+        assert_eq!(read, [Some(true), None, Some(false)]);
+    }
 
     /// No bitmap while every cell is valid; from the first NULL on, each cell as recorded.
     #[test]

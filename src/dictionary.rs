@@ -645,7 +645,9 @@ impl<'a> TextDictionary<'a> {
     /// their memory ahead).
     pub fn encode(&mut self, column: &'a StringChunked) -> Vec<u32> {
         if let Some(runs) = Runs::of(&[column]) {
-            let cells = runs.starts().iter().map(|&row| column.get(row as usize));
+            // Runs are of a column in one array (`Runs::of`), read here without a chunk lookup.
+            let array = column.downcast_as_array();
+            let cells = runs.starts().iter().map(|&row| array.get(row as usize));
             let codes = self.encode_all(cells, runs.count());
             return runs.spread(&codes);
         }
@@ -692,7 +694,9 @@ impl<'a> TextDictionary<'a> {
     /// their memory ahead).
     pub fn find(&self, column: &StringChunked) -> Vec<u32> {
         if let Some(runs) = Runs::of(&[column]) {
-            let cells = runs.starts().iter().map(|&row| column.get(row as usize));
+            // Runs are of a column in one array (`Runs::of`), read here without a chunk lookup.
+            let array = column.downcast_as_array();
+            let cells = runs.starts().iter().map(|&row| array.get(row as usize));
             let codes = self
                 .dictionary
                 .find_all(cells, runs.count(), &Texts(&self.texts));

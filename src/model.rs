@@ -140,8 +140,8 @@ pub struct JournalOrder {
 }
 
 enum OrderColumn {
-    Text(StringChunked),
-    Int(Int64Chunked),
+    Text(crate::cells::TextArray),
+    Int(crate::cells::IntArray),
 }
 
 impl JournalOrder {
@@ -152,10 +152,10 @@ impl JournalOrder {
             .map(|name| {
                 let kind = Table::Journal.columns().iter().find(|c| c.name == *name);
                 Ok(match kind.map(|column| column.kind) {
-                    Some(Kind::Text) => {
-                        OrderColumn::Text(crate::cells::text_column(journal, name)?)
-                    }
-                    _ => OrderColumn::Int(crate::cells::one_chunk(crate::cells::int_column(
+                    Some(Kind::Text) => OrderColumn::Text(crate::cells::one_array(
+                        &crate::cells::text_column(journal, name)?,
+                    )),
+                    _ => OrderColumn::Int(crate::cells::one_array(&crate::cells::int_column(
                         journal, name,
                     )?)),
                 })

@@ -443,7 +443,8 @@ impl Journal {
         // Journal rows in no order update their tries' entries all over: each row asks for the
         // entry of the row a few on, and for the time of that entry's first row (`crate::ahead`).
         let (try_rows, recorded_at) = (ahead::values(&try_row), ahead::values(&recorded));
-        for (row, (try_row, &phase)) in try_row.iter().zip(phases).enumerate() {
+        let each_try = crate::cells::each_number(&try_row);
+        for (row, (try_row, &phase)) in each_try.zip(phases).enumerate() {
             if let Some(&far) = try_rows.get(row + ahead::FAR) {
                 ahead::ask(&of_try, far as usize);
             }

@@ -84,7 +84,8 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
     let mut basis_of_run: Vec<Option<Option<u32>>> = prepared.codes.per_run(None);
     // (run number, or the pair as read where there is none; basis) beyond each run's first.
     let mut others = std::collections::HashSet::new();
-    for (row, (number, basis)) in numbers.iter().zip(bases.iter()).enumerate() {
+    let each = crate::cells::each_number;
+    for (row, (number, basis)) in each(&numbers).zip(each(&bases)).enumerate() {
         match number {
             Some(number) => {
                 let first = *basis_of_run[number as usize].get_or_insert(basis);

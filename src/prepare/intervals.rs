@@ -4,7 +4,7 @@
 use polars::prelude::*;
 
 use crate::ahead;
-use crate::cells::{IntArray, one_chunk};
+use crate::cells::IntArray;
 use crate::dictionary::{Coded, Dictionary, NULL as NONE, Values};
 use crate::error::Result;
 
@@ -211,13 +211,13 @@ fn complete(key: IntervalKey) -> bool {
 fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option<i64>>> {
     let int = |name: &str| crate::cells::int_column(tries, name);
     let (start, end, try_number) = (int("start_date")?, int("end_date")?, int("try_number")?);
-    let run_id = crate::cells::text_column(tries, "run_id")?;
+    let run_id = crate::cells::one_array(&crate::cells::text_column(tries, "run_id")?);
     // (interval, start, try number, row): the order tries follow in an interval, the run
     // id (read only on a tie) last.
     type Place = (u32, Option<i64>, Option<i64>, u32);
     let mut order: Vec<Place> = ordering
         .iter()
-        .zip(start.iter().zip(try_number.iter()))
+        .zip(crate::cells::each_number(&start).zip(crate::cells::each_number(&try_number)))
         .enumerate()
         .map(|(row, (&group, (start, number)))| (group, start, number, row as u32))
         .collect();
@@ -227,7 +227,7 @@ fn earlier_tries_ended(tries: &DataFrame, ordering: &[u32]) -> Result<Vec<Option
             .then_with(|| run_id.get(a.3 as usize).cmp(&run_id.get(b.3 as usize)))
             .then(a.3.cmp(&b.3))
     });
-    let end = one_chunk(end);
+    let end = crate::cells::one_array(&end);
     let mut ended: Vec<Option<i64>> = vec![None; tries.height()];
     let mut latest: Option<i64> = None;
     for (position, &(group, .., row)) in order.iter().enumerate() {

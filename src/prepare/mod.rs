@@ -304,8 +304,10 @@ impl Prepared {
         let keys = self.object_key_codes()?;
         let live = self.live_objects()?;
         let index = ObjectsByKey {
-            rows: Grouped::new(self.codes.keys, || keys.iter()),
-            live: live.iter().map(|live| live == Some(true)).collect(),
+            rows: Grouped::new(self.codes.keys, || crate::cells::each_number(&keys)),
+            live: crate::cells::each_flag(&live)
+                .map(|live| live == Some(true))
+                .collect(),
         };
         Ok(self.object_indexes.by_key.get_or_init(|| index))
     }
@@ -313,7 +315,9 @@ impl Prepared {
     /// The rows of `tries` of each run code, in row order.
     pub fn tries_by_run(&self) -> Result<Grouped> {
         let runs = self.try_run_codes()?;
-        Ok(Grouped::new(self.codes.runs, || runs.iter()))
+        Ok(Grouped::new(self.codes.runs, || {
+            crate::cells::each_number(&runs)
+        }))
     }
 
     /// Replaces the objects (a scoped audit's), forgetting the indexes over them.
@@ -664,16 +668,16 @@ impl Prepared {
             if frame.height() == 0 {
                 continue;
             }
-            let text = |name: &str| -> Result<StringChunked> {
-                Ok(one_chunk(crate::cells::text_column(frame, name)?))
+            let text = |name: &str| -> Result<crate::cells::TextArray> {
+                Ok(one_array(&crate::cells::text_column(frame, name)?))
             };
-            let int = |name: &str| -> Result<Int64Chunked> {
-                Ok(one_chunk(crate::cells::int_column(frame, name)?))
+            let int = |name: &str| -> Result<IntArray> {
+                Ok(one_array(&crate::cells::int_column(frame, name)?))
             };
             let (ids, keys, live) = (
                 text("external_id")?,
                 text("key")?,
-                one_chunk(crate::cells::flag_column(frame, "live")?),
+                one_array(&crate::cells::flag_column(frame, "live")?),
             );
             let (created, starts, ends) = (
                 int("created_at")?,
@@ -1033,10 +1037,10 @@ fn audit_interval(tries: &DataFrame) -> Result<[Column; 3]> {
     let mut start = Vec::with_capacity(tries.height());
     let mut end = Vec::with_capacity(tries.height());
     let mut basis = Vec::with_capacity(tries.height());
-    let times = interval_start
-        .iter()
-        .zip(interval_end.iter())
-        .zip(logical_date.iter().zip(run_after.iter()));
+    let each = crate::cells::each_number;
+    let times = each(&interval_start)
+        .zip(each(&interval_end))
+        .zip(each(&logical_date).zip(each(&run_after)));
     for ((from, to), (logical, after)) in times {
         let (from, to, why) = match (from, to, logical) {
             (Some(from), Some(to), _) if to > from => (Some(from), Some(to), 0),
@@ -1198,10 +1202,12 @@ fn expected_key(
     /// Where a part's text comes from.
     enum Source<'t> {
         Literal(&'t str),
-        Column(StringChunked),
+        Column(crate::cells::TextArray),
         Time(&'t crate::keys::FormattedTimes),
     }
-    let text_of = |name: &str| crate::cells::text_column(tries, name);
+    let text_of = |name: &str| -> Result<crate::cells::TextArray> {
+        Ok(one_array(&crate::cells::text_column(tries, name)?))
+    };
     let sources: Vec<Vec<Source<'_>>> = templates
         .iter()
         .map(|template| {
@@ -1228,7 +1234,7 @@ fn expected_key(
     let codes = crate::cells::code_column(tries, model::interval::PIPELINE)?;
     let mut keys = StringChunkedBuilder::new("expected_key".into(), tries.height());
     let mut key = String::new();
-    'rows: for (row, code) in codes.iter().enumerate() {
+    'rows: for (row, code) in crate::cells::each_number(&codes).enumerate() {
         let Some(parts) = code
             .and_then(|code| pipelines.configured(code))
             .and_then(|name| of_operation.get(name))

@@ -5,7 +5,7 @@
 
 use polars::prelude::*;
 
-use crate::cells::one_chunk;
+use crate::cells::{IntArray, TextArray, one_array, one_chunk};
 use crate::config::Config;
 use crate::dictionary::{NULL as NONE, TextDictionary};
 use crate::error::{EngineContext, Result};
@@ -167,9 +167,6 @@ pub fn attribute(
     operations: &super::Operations,
 ) -> Result<Attributed> {
     let text = crate::cells::text_column;
-    let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
-        Ok(one_chunk(crate::cells::int_column(frame, name)?))
-    };
     let SourceCodes {
         journal:
             CodedJournal {
@@ -244,8 +241,9 @@ pub fn attribute(
     let t = std::time::Instant::now();
 
     let keep_status = Live::new(config);
-    let statuses = text(provider, "status")?;
-    let created = int(provider, "created_at")?;
+    let statuses: TextArray = one_array(&text(provider, "status")?);
+    let created: IntArray = one_array(&crate::cells::int_column(provider, "created_at")?);
+    let object_key_texts: TextArray = one_array(object_keys);
     // The key TTL of each operation that sets its own; the provider's for the others.
     let ttls: PlHashMap<&str, i64> = config
         .operations
@@ -265,7 +263,7 @@ pub fn attribute(
         let mut out = ObjectColumns::with_capacity(rows.len());
         // Objects in no order read what the journal says of their id and key from all over:
         // each asks for it a few objects ahead (`crate::ahead`).
-        let recorded = crate::ahead::values(&says.recorded);
+        let recorded = says.recorded.values().as_slice();
         let far = |row: usize| {
             if let Some(&id) = object_id.get(row)
                 && id != NONE
@@ -293,7 +291,7 @@ pub fn attribute(
         };
         crate::ahead::each_row(rows, far, near, |row| {
             let (key, id) = (object_key[row], object_id[row]);
-            let (object_key_text, status) = (object_keys.get(row), statuses.get(row));
+            let (object_key_text, status) = (object_key_texts.get(row), statuses.get(row));
             let (is_named, is_committed, by_name) = match id {
                 NONE => (false, false, None),
                 id => (
@@ -440,16 +438,16 @@ struct JournalByObject {
     first_commit: Vec<u32>,
     /// Per key, its intents' rows.
     intents: Grouped,
-    recorded: Int64Chunked,
-    try_numbers: Int64Chunked,
+    recorded: IntArray,
+    try_numbers: IntArray,
     order: crate::model::JournalOrder,
 }
 
 /// Journal rows by the time recorded (NULL first), then try number, then the journal's own
 /// order: which of several rows comes first does not depend on the order they were read in.
 fn in_time_order(
-    recorded: &Int64Chunked,
-    try_numbers: &Int64Chunked,
+    recorded: &IntArray,
+    try_numbers: &IntArray,
     order: &crate::model::JournalOrder,
     a: usize,
     b: usize,
@@ -480,8 +478,8 @@ impl JournalByObject {
             id_count,
         } = numbers;
         let phases = crate::cells::text_column(all_journal, "phase")?;
-        let recorded = one_chunk(crate::cells::int_column(all_journal, "recorded_at")?);
-        let try_numbers = one_chunk(crate::cells::int_column(all_journal, "try_number")?);
+        let recorded = one_array(&crate::cells::int_column(all_journal, "recorded_at")?);
+        let try_numbers = one_array(&crate::cells::int_column(all_journal, "try_number")?);
         let mut named_key: Vec<Option<(u32, u32)>> = vec![None; id_count];
         // The least key text of each id so far, beside the row it is on.
         let mut least_key: Vec<Option<&str>> = vec![None; id_count];
@@ -644,12 +642,12 @@ struct IntervalSources<'f> {
 struct IntervalSourceColumns<'f> {
     frame: &'f DataFrame,
     operations: &'f super::Operations,
-    pipeline: UInt32Chunked,
-    dag: StringChunked,
-    task: StringChunked,
-    map: Int64Chunked,
-    start: Int64Chunked,
-    end: Int64Chunked,
+    pipeline: <UInt32Type as PolarsDataType>::Array,
+    dag: TextArray,
+    task: TextArray,
+    map: IntArray,
+    start: IntArray,
+    end: IntArray,
 }
 
 /// The columns an object takes from its interval's row. (`task_id` orders the rows but is not taken: the
@@ -672,18 +670,21 @@ impl<'f> IntervalSourceColumns<'f> {
         frame: &'f DataFrame,
         operations: &'f super::Operations,
     ) -> Result<IntervalSourceColumns<'f>> {
-        let int = |name: &str| -> Result<Int64Chunked> {
-            Ok(one_chunk(crate::cells::int_column(frame, name)?))
+        let int = |name: &str| -> Result<IntArray> {
+            Ok(one_array(&crate::cells::int_column(frame, name)?))
+        };
+        let text = |name: &str| -> Result<TextArray> {
+            Ok(one_array(&crate::cells::text_column(frame, name)?))
         };
         Ok(IntervalSourceColumns {
             frame,
             operations,
-            pipeline: one_chunk(crate::cells::code_column(
+            pipeline: one_array(&crate::cells::code_column(
                 frame,
                 super::model::interval::PIPELINE,
             )?),
-            dag: crate::cells::text_column(frame, "dag_id")?,
-            task: crate::cells::text_column(frame, "task_id")?,
+            dag: text("dag_id")?,
+            task: text("task_id")?,
             map: int("map_index")?,
             start: int("iv_start")?,
             end: int("iv_end")?,
@@ -753,7 +754,8 @@ impl<'f> IntervalSources<'f> {
     fn best(&self, keys: usize, journal_key: &[u32], try_key: &[u32]) -> Result<Vec<Option<u32>>> {
         let own_try =
             crate::cells::code_column(self.journal.frame, super::model::journal::TRY_ROW)?;
-        let journal_candidates = journal_key.iter().zip(own_try.iter()).map(|(&key, own)| {
+        let own_try = crate::cells::each_number(&own_try);
+        let journal_candidates = journal_key.iter().zip(own_try).map(|(&key, own)| {
             let own = own.map_or(NONE, |row| try_key[row as usize]);
             (key != own).then_some(key)
         });

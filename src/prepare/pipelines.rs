@@ -67,6 +67,10 @@ impl Pipelines {
     ) -> Result<Column> {
         let dags = crate::cells::text_column(frame, "dag_id")?;
         let tasks = crate::cells::text_column(frame, "task_id")?;
+        let (dag_cells, task_cells) = (
+            crate::cells::one_array(&dags),
+            crate::cells::one_array(&tasks),
+        );
         let mut previous: Option<u32> = None;
         // Rows of one DAG's task often follow each other (cells::Runs): each run is coded once.
         let runs = crate::cells::Runs::of(&[&dags, &tasks]);
@@ -76,9 +80,9 @@ impl Pipelines {
             Some(runs) => Box::new(
                 runs.starts()
                     .iter()
-                    .map(|&row| (dags.get(row as usize), tasks.get(row as usize))),
+                    .map(|&row| (dag_cells.get(row as usize), task_cells.get(row as usize))),
             ),
-            None => Box::new(dags.iter().zip(tasks.iter())),
+            None => Box::new(dag_cells.iter().zip(task_cells.iter())),
         };
         for pair in pairs {
             let (Some(dag), Some(task)) = pair else {
@@ -111,8 +115,8 @@ impl Pipelines {
         tries: impl Iterator<Item = Option<IdxSize>>,
         pipeline_of: impl Fn(IdxSize) -> Option<u32>,
     ) -> Result<Column> {
-        let dags = crate::cells::one_chunk(crate::cells::text_column(frame, "dag_id")?);
-        let tasks = crate::cells::one_chunk(crate::cells::text_column(frame, "task_id")?);
+        let dags = crate::cells::one_array(&crate::cells::text_column(frame, "dag_id")?);
+        let tasks = crate::cells::one_array(&crate::cells::text_column(frame, "task_id")?);
         let mut previous: Option<u32> = None;
         let mut pipeline = Vec::with_capacity(frame.height());
         for (row, named_try) in tries.enumerate() {

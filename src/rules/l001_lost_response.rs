@@ -47,7 +47,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
     let journal_keys = prepared.journal_key_codes()?;
     let phases = prepared.journal_phases()?;
     let mut intended = prepared.codes.per_key(false);
-    for (key, phase) in journal_keys.iter().zip(phases) {
+    for (key, phase) in crate::cells::each_number(&journal_keys).zip(phases) {
         if let (Some(key), Some(crate::model::Phase::Intent)) = (key, phase) {
             intended[key as usize] = true;
         }
@@ -57,9 +57,9 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
         prepared.live_objects()?,
         flag_column(&prepared.objects, "committed")?,
     );
-    let is_lost = object_keys
-        .iter()
-        .zip(live.iter().zip(committed.iter()))
+    let each_flag = crate::cells::each_flag;
+    let is_lost = crate::cells::each_number(&object_keys)
+        .zip(each_flag(&live).zip(each_flag(&committed)))
         .map(|(key, (live, committed))| {
             object_lost(live, committed) && key.is_some_and(|key| intended[key as usize])
         });
@@ -77,8 +77,7 @@ fn check(_: &LostResponse, prepared: &Prepared) -> Result<Vec<Finding>> {
     let writers = gather_sorted(
         &prepared.journal,
         Table::Journal,
-        journal_keys
-            .iter()
+        crate::cells::each_number(&journal_keys)
             .map(|key| key.is_some_and(|key| lost_key[key as usize])),
         &["op_key", "recorded_at", "try_number"],
         "L001 journal",

@@ -48,7 +48,9 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Rows in no order update their keys' entries all over: each asks for the entries of the
     // row a few on (`crate::ahead`).
     let key_codes = ahead::values(&keys);
-    let rows = keys.iter().zip(phases).zip(recorded.iter());
+    let rows = crate::cells::each_number(&keys)
+        .zip(phases)
+        .zip(crate::cells::each_number(&recorded));
     for (row, ((key, phase), at)) in rows.enumerate() {
         if let Some(&far) = key_codes.get(row + ahead::FAR) {
             ahead::ask(&done, far as usize);
@@ -81,8 +83,7 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     let rows = gather_sorted(
         &prepared.journal,
         Table::Journal,
-        keys.iter()
-            .map(|key| key.is_some_and(|key| orphan[key as usize])),
+        crate::cells::each_number(&keys).map(|key| key.is_some_and(|key| orphan[key as usize])),
         &["op_key", "recorded_at", "try_number"],
         "L002",
     )?;
