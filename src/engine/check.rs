@@ -127,17 +127,14 @@ pub fn noticed(config: &Config, prepared: &Prepared) -> Result<Noticed> {
 /// looked at once, and counted as a part's would be (`Noticed::add`).
 fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Noticed> {
     let tries = &prepared.tries;
-    let pipelines = crate::cells::one_chunk(crate::cells::code_column(
-        tries,
-        crate::prepare::model::interval::PIPELINE,
-    )?);
+    let pipelines = crate::cells::code_column(tries, crate::prepare::model::interval::PIPELINE)?;
     let (dags, tasks) = (
         crate::cells::text_column(tries, "dag_id")?,
         crate::cells::text_column(tries, "task_id")?,
     );
     let mut seen: Vec<bool> = Vec::new();
     let mut noticed = Noticed::default();
-    for (row, pipeline) in pipelines.iter().enumerate() {
+    for (row, pipeline) in crate::cells::each_number(&pipelines).enumerate() {
         let Some(pipeline) = pipeline else { continue };
         let pipeline = pipeline as usize;
         if seen.len() <= pipeline {

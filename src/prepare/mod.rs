@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use polars::prelude::*;
 
-use crate::cells::{IntArray, one_array, one_chunk};
+use crate::cells::{IntArray, one_array};
 use crate::config::{Config, Operation};
 use crate::dictionary::{CopiedDictionary, Dictionary, Encoded, NULL, TextDictionary};
 use crate::error::{EngineContext, Result};
@@ -343,11 +343,11 @@ impl Prepared {
     /// The rows of `live_in_intervals`, in row order.
     pub fn live_in_interval_row_numbers(&self) -> Result<Vec<IdxSize>> {
         let live = self.live_objects()?;
-        let pipeline = one_chunk(crate::cells::code_column(
+        let pipeline = one_array(&crate::cells::code_column(
             &self.objects,
             model::interval::PIPELINE,
         )?);
-        let start = one_chunk(crate::cells::int_column(&self.objects, "iv_start")?);
+        let start = one_array(&crate::cells::int_column(&self.objects, "iv_start")?);
         Ok((0..self.objects.height())
             .filter(|&row| {
                 live.get(row) == Some(true)
@@ -1147,7 +1147,7 @@ fn label_span(start: i64, end: Option<i64>) -> (i64, Option<i64>) {
 /// same text; [`NULL`] where a row has no start. Intervals are compared as findings print
 /// them without a label being written.
 pub fn interval_label_codes(frame: &DataFrame, rows: &[IdxSize]) -> Result<Vec<u32>> {
-    let int = |name: &str| crate::cells::int_column(frame, name).map(one_chunk);
+    let int = |name: &str| crate::cells::int_column(frame, name).map(|column| one_array(&column));
     let (start, end) = (int(model::interval::START)?, int(model::interval::END)?);
     let spans = rows.iter().map(|&row| {
         let start = start.get(row as usize)?;

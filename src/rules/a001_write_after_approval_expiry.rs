@@ -36,13 +36,14 @@ fn check(_: &WriteAfterApprovalExpiry, prepared: &Prepared) -> Result<Vec<Findin
     let journal_keys = one_chunk(prepared.journal_key_codes()?);
     let expiries = crate::cells::int_column(&prepared.journal, "approval_expires_at")?;
     let mut approved = vec![false; prepared.codes.keys];
-    for (key, expires) in journal_keys.iter().zip(expiries.iter()) {
+    let expiries = crate::cells::each_number(&expiries);
+    for (key, expires) in crate::cells::each_number(&journal_keys).zip(expiries) {
         if let (Some(key), Some(_)) = (key, expires) {
             approved[key as usize] = true;
         }
     }
     let of_approved_keys = |keys: &UInt32Chunked| -> BooleanChunked {
-        keys.iter()
+        crate::cells::each_number(keys)
             .map(|key| Some(key.is_some_and(|key| approved[key as usize])))
             .collect()
     };

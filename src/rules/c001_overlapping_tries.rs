@@ -45,7 +45,9 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
     // an unfinished try (no end date) is still running: open-ended.
     let mut last_write: Vec<Option<i64>> = vec![None; tries.height()];
     let recorded = int_column(&prepared.journal, "recorded_at")?;
-    for (row, at) in prepared.journal_try_rows()?.iter().zip(recorded.iter()) {
+    let tries_of_rows = prepared.journal_try_rows()?;
+    let each = (crate::cells::each_number(&tries_of_rows)).zip(crate::cells::each_number(&recorded));
+    for (row, at) in each {
         if let (Some(row), Some(at)) = (row, at) {
             let last = &mut last_write[row as usize];
             *last = Some(last.map_or(at, |last| last.max(at)));

@@ -1,5 +1,7 @@
+use polars::prelude::StaticArray as _;
+
 use crate::model::Table;
-use crate::cells::one_chunk;
+use crate::cells::one_array;
 use crate::dictionary::NULL;
 use crate::error::Result;
 use crate::prepare::Prepared;
@@ -40,7 +42,7 @@ fn check(_: &DuplicateInterval, prepared: &Prepared) -> Result<Vec<Finding>> {
     // The live objects attributed to an interval, and the intervals whose objects are under
     // more than one key (NULL among them).
     let attributed = prepared.live_in_interval_row_numbers()?;
-    let keys = one_chunk(prepared.object_key_codes()?);
+    let keys = one_array(&prepared.object_key_codes()?);
     let duplicated = RowGroups::of_intervals_with_many(
         prepared,
         Table::Provider,

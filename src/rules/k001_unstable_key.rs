@@ -1,7 +1,7 @@
 use polars::prelude::*;
 
 use crate::model::Table;
-use crate::cells::one_chunk;
+use crate::cells::one_array;
 use crate::dictionary::NULL;
 use crate::error::Result;
 use crate::prepare::Prepared;
@@ -41,7 +41,7 @@ fn check(_: &UnstableKey, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(|(_, (phase, start))| **phase == Some(crate::model::Phase::Intent) && start.is_some())
         .map(|(row, _)| row as IdxSize)
         .collect();
-    let keys = one_chunk(prepared.journal_key_codes()?);
+    let keys = one_array(&prepared.journal_key_codes()?);
     let unstable = RowGroups::of_intervals_with_many(
         prepared,
         Table::Journal,

@@ -2,7 +2,7 @@ use polars::prelude::*;
 
 use std::collections::BTreeSet;
 
-use crate::cells::{groups, one_chunk, text_column, texts};
+use crate::cells::{groups, text_column, texts};
 use crate::config::Replay;
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
@@ -43,10 +43,10 @@ fn check(_: &KeyPayloadMismatch, prepared: &Prepared) -> Result<Vec<Finding>> {
     let mut mismatched = prepared.codes.per_key(false);
     let hashes = tables
         .iter()
-        .map(|(frame, _)| Ok(one_chunk(text_column(frame, "payload_hash")?)))
-        .collect::<Result<Vec<StringChunked>>>()?;
+        .map(|(frame, _)| Ok(crate::cells::one_array(&text_column(frame, "payload_hash")?)))
+        .collect::<Result<Vec<crate::cells::TextArray>>>()?;
     for ((_, keys), hashes) in tables.iter().zip(&hashes) {
-        for (key, hash) in keys.iter().zip(hashes.iter()) {
+        for (key, hash) in crate::cells::each_number(keys).zip(hashes.iter()) {
             let (Some(key), Some(hash)) = (key, hash) else {
                 continue;
             };

@@ -1,7 +1,7 @@
 use polars::prelude::*;
 
 use crate::model::Table;
-use crate::cells::one_chunk;
+use crate::cells::one_array;
 use crate::dictionary::NULL;
 use crate::error::Result;
 use crate::prepare::Prepared;
@@ -42,7 +42,7 @@ fn check(_: &KeyCollision, prepared: &Prepared) -> Result<Vec<Finding>> {
         .filter(|(_, phase)| **phase == Some(crate::model::Phase::Intent))
         .map(|(row, _)| row as IdxSize)
         .collect();
-    let keys = one_chunk(prepared.journal_key_codes()?);
+    let keys = one_array(&prepared.journal_key_codes()?);
     let null_key = prepared.codes.keys as u32;
     let key_of = |row: IdxSize| keys.get(row as usize).unwrap_or(null_key);
     // The intervals are compared as findings print them (`prepare::interval_label_codes`).

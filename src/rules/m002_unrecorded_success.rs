@@ -1,6 +1,6 @@
 use polars::prelude::*;
 
-use crate::cells::{code_column, one_chunk, text_column};
+use crate::cells::{code_column, one_array, text_column};
 use crate::error::{EngineContext, Result};
 use crate::model::{Phase, Table};
 use crate::prepare::{Prepared, TRY, model};
@@ -53,8 +53,8 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     }
     // A try whose expected key the journal committed in a run outside the audit (a manual
     // re-trigger of the interval) found it committed too.
-    let states = one_chunk(text_column(tries, "state")?);
-    let keys = one_chunk(prepared.try_key_codes()?);
+    let states = one_array(&text_column(tries, "state")?);
+    let keys = one_array(&prepared.try_key_codes()?);
     let silent: Vec<IdxSize> = (0..tries.height())
         .filter(|&row| {
             states.get(row) == Some("success")
@@ -73,7 +73,7 @@ fn check(_: &UnrecordedSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
         .engine("M002")?;
     // The provider's object under each silent try's expected key (the least id, if several).
     let by_key = prepared.objects_by_key()?;
-    let ids = one_chunk(text_column(&prepared.objects, "external_id")?);
+    let ids = one_array(&text_column(&prepared.objects, "external_id")?);
     let objects: Vec<Option<String>> = code_column(&silent, model::KEY_CODE)?
         .iter()
         .map(|key| {

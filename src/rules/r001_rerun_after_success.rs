@@ -3,7 +3,7 @@ use polars::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::Table;
-use crate::cells::{int_column, ints, one_chunk, text_column, texts};
+use crate::cells::{int_column, ints, one_array, text_column, texts};
 use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
@@ -42,11 +42,11 @@ impl_rule!(
 fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     let tries = &prepared.tries;
     let intervals = prepared.intervals.count();
-    let int = |frame: &DataFrame, name: &str| -> Result<Int64Chunked> {
-        Ok(one_chunk(int_column(frame, name)?))
+    let int = |frame: &DataFrame, name: &str| -> Result<crate::cells::IntArray> {
+        Ok(one_array(&int_column(frame, name)?))
     };
     let (starts, ends) = (int(tries, "start_date")?, int(tries, "end_date")?);
-    let states = one_chunk(text_column(tries, "state")?);
+    let states = one_array(&text_column(tries, "state")?);
     // When each interval first succeeded: the earliest end of its successful tries.
     let mut succeeded: Vec<Option<i64>> = vec![None; intervals];
     for row in 0..tries.height() {
@@ -82,7 +82,7 @@ fn check(_: &RerunAfterSuccess, prepared: &Prepared) -> Result<Vec<Finding>> {
     }
     let flagged = |interval: u32| after[interval as usize] && before[interval as usize];
     // The re-runs of each flagged interval: its tries started after its success.
-    let run_ids = one_chunk(text_column(tries, "run_id")?);
+    let run_ids = one_array(&text_column(tries, "run_id")?);
     let clear_numbers = int(tries, "clear_number")?;
     let mut reruns: BTreeMap<u32, (BTreeSet<&str>, Option<i64>)> = BTreeMap::new();
     for row in 0..tries.height() {
