@@ -130,8 +130,11 @@ pub struct Validity(Option<polars_arrow::bitmap::MutableBitmap>);
 
 impl Validity {
     /// Records whether the cell at `at` (the cells before it recorded) is valid.
+    #[inline]
     pub fn push(&mut self, valid: bool, at: usize) {
-        self.extend(1, valid, at);
+        if let Some(bits) = self.bits(valid, at) {
+            bits.push(valid);
+        }
     }
 
     /// Records `count` cells from `at` on, all valid or all NULL.
@@ -151,6 +154,7 @@ impl Validity {
     }
 
     /// The bitmap to record into: None while every cell is valid and `valid` is too.
+    #[inline]
     fn bits(&mut self, valid: bool, at: usize) -> Option<&mut polars_arrow::bitmap::MutableBitmap> {
         if self.0.is_none() && !valid {
             let mut bits = polars_arrow::bitmap::MutableBitmap::new();

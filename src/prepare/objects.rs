@@ -30,10 +30,6 @@ pub struct Attributed {
     pub committed_keys: Vec<bool>,
 }
 
-fn is_done(phase: Option<&str>) -> bool {
-    matches!(phase, Some("committed" | "reconciled"))
-}
-
 /// NULLs last (the order the attribution takes rows in).
 fn last<T: Ord>(value: Option<T>) -> (bool, Option<T>) {
     (value.is_none(), value)
@@ -477,7 +473,12 @@ impl JournalByObject {
             key_count,
             id_count,
         } = numbers;
-        let phases = crate::cells::text_column(all_journal, "phase")?;
+        // Each row's phase read once (a run of one phase at a time), then compared as codes.
+        let phases =
+            crate::cells::each_text(&crate::cells::text_column(all_journal, "phase")?, |phase| {
+                phase.and_then(crate::model::Phase::of)
+            });
+        let keys: TextArray = one_array(keys);
         let recorded = one_array(&crate::cells::int_column(all_journal, "recorded_at")?);
         let try_numbers = one_array(&crate::cells::int_column(all_journal, "try_number")?);
         let mut named_key: Vec<Option<(u32, u32)>> = vec![None; id_count];
@@ -496,9 +497,10 @@ impl JournalByObject {
             .zip(key_ids.iter().zip(ids))
             .enumerate()
         {
+            let done = phase.is_some_and(crate::model::Phase::done);
             if key != NONE {
                 journaled[key as usize] = true;
-                key_committed[key as usize] |= is_done(phase);
+                key_committed[key as usize] |= done;
             }
             if id == NONE {
                 continue;
@@ -511,7 +513,7 @@ impl JournalByObject {
                 least_key[id] = Some(text);
                 named_key[id] = Some((row as u32, key));
             }
-            if is_done(phase) {
+            if done {
                 committed[id] = true;
                 if first_commit[id] == NONE || earlier(row, first_commit[id] as usize).is_lt() {
                     first_commit[id] = row as u32;
@@ -520,7 +522,7 @@ impl JournalByObject {
         }
         let intents = Grouped::new(key_count, || {
             key_ids.iter().zip(phases.iter()).map(|(&key, phase)| {
-                (phase == Some("intent"))
+                (*phase == Some(crate::model::Phase::Intent))
                     .then_some(key)
                     .filter(|&k| k != NONE)
             })
