@@ -263,21 +263,22 @@ impl Decoded {
         match (page.encoding(), dictionary, &mut self.values) {
             (Encoding::Plain, _, Cells::Int(out)) => {
                 let values = values.get(..count.checked_mul(8)?)?;
-                let mut values = values.chunks_exact(8).map(little_endian);
-                push_present(out, present.as_ref(), rows, || values.next())?;
+                let values = values.chunks_exact(8).map(little_endian);
+                push_present(out, present.as_ref(), rows, values)?;
             }
             (Encoding::Plain, _, Cells::Text { views, buffers, .. }) => {
                 let index = u32::try_from(buffers.len()).ok()?;
                 let mut strings = PlainStrings::new(values, values_at);
                 let mut failed = false;
-                push_present(views, present.as_ref(), rows, || {
+                let strings = std::iter::from_fn(|| {
                     let view = strings
                         .next()
                         .map(|(offset, text)| View::new_from_bytes(text, index, offset));
                     failed |= view.is_none();
                     keep_buffer |= view.is_some_and(|view| !view.is_inline());
                     view
-                })?;
+                });
+                push_present(views, present.as_ref(), rows, strings)?;
                 if failed {
                     return None;
                 }
@@ -297,17 +298,14 @@ impl Decoded {
                 {
                     return None;
                 }
-                let mut indices = indices.into_iter();
                 match (dictionary, cells) {
                     (Dictionary::Int(values), Cells::Int(out)) => {
-                        push_present(out, present.as_ref(), rows, || {
-                            indices.next().map(|index| values[index as usize])
-                        })?;
+                        let cells = indices.iter().map(|&index| values[index as usize]);
+                        push_present(out, present.as_ref(), rows, cells)?;
                     }
                     (Dictionary::Text(values), Cells::Text { views, .. }) => {
-                        push_present(views, present.as_ref(), rows, || {
-                            indices.next().map(|index| values[index as usize])
-                        })?;
+                        let cells = indices.iter().map(|&index| values[index as usize]);
+                        push_present(views, present.as_ref(), rows, cells)?;
                     }
                     _ => return None,
                 }
@@ -377,31 +375,34 @@ fn little_endian(bytes: &[u8]) -> i64 {
     i64::from_le_bytes(bytes.try_into().expect("chunks of eight bytes"))
 }
 
-/// Appends a page's `rows` rows to `out`: the next value for a present row, the default for a
-/// NULL one. None when the values run out before the present rows do.
+/// Appends a page's `rows` rows to `out`: the next of `values` for a present row, the default
+/// for a NULL one. None when the values run out before the present rows do. With every row
+/// present, the values are appended in one `extend` (for values of known length, as a slice's
+/// indices or its eight-byte chunks give them, without a check a row).
 fn push_present<T: Default>(
     out: &mut Vec<T>,
     present: Option<&MutableBitmap>,
     rows: usize,
-    mut next: impl FnMut() -> Option<T>,
+    mut values: impl Iterator<Item = T>,
 ) -> Option<()> {
     match present {
         None => {
-            for _ in 0..rows {
-                out.push(next()?);
-            }
+            let before = out.len();
+            out.extend(values.by_ref().take(rows));
+            (out.len() - before == rows).then_some(())
         }
         Some(present) => {
-            for row in 0..rows {
-                out.push(if present.get(row) {
-                    next()?
+            out.reserve(rows);
+            for present in present.iter().take(rows) {
+                out.push(if present {
+                    values.next()?
                 } else {
                     T::default()
                 });
             }
+            Some(())
         }
     }
-    Some(())
 }
 
 /// Which of `rows` rows are present, from their definition levels (one bit each, RLE/bit-packed
