@@ -344,6 +344,12 @@ impl Phase {
         }
     }
 
+    /// The phase of each cell of a `phase` column (None where it is NULL or names no phase),
+    /// each run of one phase (`cells::Runs`) matched once.
+    pub fn of_cells(column: &StringChunked) -> Vec<Option<Phase>> {
+        crate::cells::each_text(column, |text| text.and_then(Phase::of))
+    }
+
     /// Whether it says the operation's outcome is known (see [`is_done`]).
     pub fn done(self) -> bool {
         matches!(self, Phase::Committed | Phase::Reconciled)

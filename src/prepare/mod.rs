@@ -281,7 +281,7 @@ impl Prepared {
             return Ok(known);
         }
         let texts = crate::cells::text_column(&self.journal, "phase")?;
-        let phases = crate::cells::each_text(&texts, |text| text.and_then(crate::model::Phase::of));
+        let phases = crate::model::Phase::of_cells(&texts);
         Ok(self.journal_indexes.phases.get_or_init(|| phases))
     }
 
@@ -495,7 +495,7 @@ impl Prepared {
             config,
             &journal,
             Unnamed::DagTask,
-            one_array(&try_row).iter().map(|row| row.copied()),
+            crate::cells::each_number(&try_row),
             |row| try_pipelines.get(row as usize),
         )?;
         journal.with_column(pipeline).engine("naming operations")?;

@@ -473,11 +473,9 @@ impl JournalByObject {
             key_count,
             id_count,
         } = numbers;
-        // Each row's phase read once (a run of one phase at a time), then compared as codes.
+        // Each row's phase read once, then compared as codes.
         let phases =
-            crate::cells::each_text(&crate::cells::text_column(all_journal, "phase")?, |phase| {
-                phase.and_then(crate::model::Phase::of)
-            });
+            crate::model::Phase::of_cells(&crate::cells::text_column(all_journal, "phase")?);
         let keys: TextArray = one_array(keys);
         let recorded = one_array(&crate::cells::int_column(all_journal, "recorded_at")?);
         let try_numbers = one_array(&crate::cells::int_column(all_journal, "try_number")?);

@@ -56,6 +56,12 @@ impl Pipelines {
         self.configured[pipeline as usize].as_deref()
     }
 
+    /// `code`, where it is a pipeline: its task is an `[[operation]]`'s, or `unnamed` makes
+    /// every DAG's task one.
+    fn named(&self, code: u32, unnamed: Unnamed) -> Option<u32> {
+        (self.configured[code as usize].is_some() || unnamed == Unnamed::DagTask).then_some(code)
+    }
+
     /// The `pipeline` column of a frame's rows (`dag_id`, `task_id`): each row's code, NULL
     /// where the row belongs to no pipeline (a NULL DAG or task, or, with [`Unnamed::Null`], a
     /// task no `[[operation]]` names).
@@ -91,8 +97,7 @@ impl Pipelines {
             };
             let code = self.code(config, dag, task, previous);
             previous = Some(code);
-            let named = self.configured[code as usize].is_some() || unnamed == Unnamed::DagTask;
-            pipeline.push(named.then_some(code));
+            pipeline.push(self.named(code, unnamed));
         }
         if let Some(runs) = &runs {
             pipeline = runs.spread(&pipeline);
@@ -132,8 +137,7 @@ impl Pipelines {
                     code
                 }
             };
-            let named = self.configured[code as usize].is_some() || unnamed == Unnamed::DagTask;
-            pipeline.push(if named { code } else { NULL });
+            pipeline.push(self.named(code, unnamed).unwrap_or(NULL));
         }
         Ok(crate::cells::codes(interval::PIPELINE, pipeline, NULL).into_column())
     }
@@ -226,6 +230,16 @@ impl Operations {
 mod tests {
     use super::*;
 
+    /// A config of snapshot sources and the given `[[operation]]` tables.
+    fn config(operations: &str) -> Config {
+        let text = format!(
+            "airflow = {{ snapshot = \"attempts.csv\" }}\n\
+             journal = {{ snapshot = \"journal.csv\" }}\n\
+             provider = {{ snapshot = \"provider.csv\" }}\n{operations}"
+        );
+        Config::parse(&text, std::path::Path::new("/etc/onceonly/onceonly.toml")).unwrap()
+    }
+
     fn frame(rows: &[(Option<&str>, Option<&str>)]) -> DataFrame {
         let dags: Vec<Option<&str>> = rows.iter().map(|(dag, _)| *dag).collect();
         let tasks: Vec<Option<&str>> = rows.iter().map(|(_, task)| *task).collect();
@@ -241,11 +255,8 @@ mod tests {
     /// then pipeline.
     #[test]
     fn operations_name_and_rank_each_pipeline_as_its_rows_would() {
-        let config = Config::parse(
+        let config = config(
             r#"
-airflow = { snapshot = "attempts.csv" }
-journal = { snapshot = "journal.csv" }
-provider = { snapshot = "provider.csv" }
 [[operation]]
 name = "zeta"
 dag_id = "b_*"
@@ -255,9 +266,7 @@ name = "alpha"
 dag_id = "a"
 task_id = "export"
 "#,
-            std::path::Path::new("/etc/onceonly/onceonly.toml"),
-        )
-        .unwrap();
+        );
         let try_rows = [
             (Some("b_2"), Some("export")),
             (Some("a"), Some("export")),
@@ -343,19 +352,14 @@ task_id = "export"
     /// them.
     #[test]
     fn rows_named_through_their_tries_get_the_codes_of_their_texts() {
-        let config = Config::parse(
+        let config = config(
             r#"
-airflow = { snapshot = "attempts.csv" }
-journal = { snapshot = "journal.csv" }
-provider = { snapshot = "provider.csv" }
 [[operation]]
 name = "exports"
 dag_id = "b_*"
 task_id = "export"
 "#,
-            std::path::Path::new("/etc/onceonly/onceonly.toml"),
-        )
-        .unwrap();
+        );
         let tries = frame(&[
             (Some("b_2"), Some("export")),
             (Some("b_1"), Some("export")),

@@ -1,6 +1,6 @@
 use polars::prelude::*;
 
-use crate::cells::{int_column, one_array, one_chunk, text_column};
+use crate::cells::{IntArray, int_column, one_array, one_chunk, text_column};
 use crate::error::{EngineContext, Result};
 use crate::prepare::{Prepared, model};
 use crate::rules::repair::{self, NamedRows, Repair};
@@ -33,21 +33,23 @@ impl_rule!(OverlappingTries, check, repair);
 
 fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
     let tries = &prepared.tries;
-    let int = |name: &str| -> Result<Int64Chunked> { Ok(one_chunk(int_column(tries, name)?)) };
+    // The columns' arrays: a run's tries are compared pairwise, so a pair's cells are read for
+    // each of a run's pairs.
+    let int = |name: &str| -> Result<IntArray> { Ok(one_array(&int_column(tries, name)?)) };
     let (numbers, maps, starts, ends) = (
         int("try_number")?,
         int("map_index")?,
         int("start_date")?,
         int("end_date")?,
     );
-    let task_ids = one_chunk(text_column(tries, "task_id")?);
+    let task_ids = one_array(&text_column(tries, "task_id")?);
     // Each try is busy from its start until the later of its end and its last journal record;
     // an unfinished try (no end date) is still running: open-ended.
     let mut last_write: Vec<Option<i64>> = vec![None; tries.height()];
     let recorded = int_column(&prepared.journal, "recorded_at")?;
     let tries_of_rows = prepared.journal_try_rows()?;
-    let each = (crate::cells::each_number(&tries_of_rows)).zip(crate::cells::each_number(&recorded));
-    for (row, at) in each {
+    let recorded = crate::cells::each_number(&recorded);
+    for (row, at) in crate::cells::each_number(&tries_of_rows).zip(recorded) {
         if let (Some(row), Some(at)) = (row, at) {
             let last = &mut last_write[row as usize];
             *last = Some(last.map_or(at, |last| last.max(at)));
@@ -59,10 +61,7 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
     };
     // Two tries of one task instance (one run, the same task and map index), the earlier by
     // try number, each starting before the other stopped being busy. A run's tries are few, so
-    // each run's are compared pairwise, on the columns' arrays (a pair's cells are read for
-    // each of a run's pairs).
-    let (number, map, start) = (one_array(&numbers), one_array(&maps), one_array(&starts));
-    let task = one_array(&task_ids);
+    // each run's are compared pairwise.
     let mut overlaps: Vec<(usize, usize)> = Vec::new();
     let by_run = prepared.tries_by_run()?;
     for run in 0..prepared.codes.runs as u32 {
@@ -72,16 +71,16 @@ fn check(_: &OverlappingTries, prepared: &Prepared) -> Result<Vec<Finding>> {
             .flat_map(|first| rows.iter().map(move |later| (first, later)))
         {
             let (first, later) = (first as usize, later as usize);
-            let earlier = number
+            let earlier = numbers
                 .get(first)
-                .zip(number.get(later))
+                .zip(numbers.get(later))
                 .is_some_and(|(a, b)| a < b);
             if !earlier {
                 continue;
             }
-            let same_instance = map.get(first).is_some_and(|m| map.get(later) == Some(m))
-                && task.get(first).is_some_and(|t| task.get(later) == Some(t));
-            let overlapped = start.get(first).zip(start.get(later)).is_some_and(
+            let same_instance = maps.get(first).is_some_and(|m| maps.get(later) == Some(m))
+                && task_ids.get(first).is_some_and(|t| task_ids.get(later) == Some(t));
+            let overlapped = starts.get(first).zip(starts.get(later)).is_some_and(
                 |(start, start_later)| {
                     start_later < busy_until(first) && start < busy_until(later)
                 },
