@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::keys::KeyTemplate;
-use crate::model::{JOURNAL, PHASES};
+use crate::model::{JOURNAL, JOURNAL_WRITTEN_ONLY, PHASES};
 use crate::sources::TableSources;
 use crate::sources::database::Database;
 /// Where each table is read from; defined with the sources that read them, named from here too.
@@ -183,8 +183,14 @@ impl Config {
         let provider: RawProvider = provider_table.take()?;
 
         for (canonical, own) in &journal.columns {
-            if !JOURNAL.iter().any(|spec| spec.name == canonical) {
-                let known: Vec<_> = JOURNAL.iter().map(|spec| spec.name).collect();
+            if !JOURNAL.iter().any(|spec| spec.name == canonical)
+                && !JOURNAL_WRITTEN_ONLY.contains(&canonical.as_str())
+            {
+                let known: Vec<_> = JOURNAL
+                    .iter()
+                    .map(|spec| spec.name)
+                    .chain(JOURNAL_WRITTEN_ONLY)
+                    .collect();
                 return Err(at.error(canonical, format!(
                     "[journal.columns] names `{canonical}`, which is not a journal column (known: {})",
                     known.join(", ")

@@ -232,6 +232,10 @@ pub const JOURNAL: &[ColumnSpec] = &[
     c("approval_expires_at", Kind::Time, true),
 ];
 
+/// Journal columns onceonly only writes, never reads: `note`, where a repair script puts the
+/// id of the plan action that wrote the row. `[journal.columns]` may map them.
+pub const JOURNAL_WRITTEN_ONLY: [&str; 1] = ["note"];
+
 /// `provider`: one row per object the provider lists. `op_key` is the idempotency key or
 /// client reference the provider echoes (NULL when it echoes none); `raw` is the object as the
 /// provider sent it, JSON text.

@@ -404,7 +404,8 @@ fn the_sql_script_inserts_exactly_the_hostile_values() {
         &(
             key.clone(),
             RUN_ID.to_string(),
-            "committed".to_string(),
+            // Written by onceonly: the reconciled phase, the journal mapping no phases.
+            "reconciled".to_string(),
             Some(external_id.clone()),
             1
         ),

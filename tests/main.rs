@@ -16,6 +16,7 @@ mod live;
 mod outputs;
 mod partitions;
 mod plan;
+mod plan_commands;
 mod postgres;
 mod progress;
 mod provider_http;

@@ -200,7 +200,7 @@ fn sql_repair_adopts_the_lost_response_once_with_hostile_values() {
     assert_eq!(rows_once.len(), rows_before.len() + 1);
     assert_eq!(
         rows_once.last().unwrap(),
-        &(key.clone(), "committed".to_string(), Some(id.clone())),
+        &(key.clone(), "reconciled".to_string(), Some(id.clone())),
         "the values came back changed"
     );
     apply();
@@ -221,7 +221,8 @@ fn sql_repair_adopts_the_lost_response_once_with_hostile_values() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let after = json(&output.stdout);
     assert_eq!(after["summary"]["findings"], 0);
-    assert_eq!(after["summary"]["reconciled_retries"], 0);
+    // The adopted row is in the reconciled phase: the lost try now counts as reconciled.
+    assert_eq!(after["summary"]["reconciled_retries"], 1);
     assert_eq!(after["baseline"]["resolved"][0]["code"], "L001");
     assert_eq!(
         after["baseline"]["resolved"][0]["id"],
@@ -425,4 +426,96 @@ fn the_real_runs_lost_response_is_adopted_and_resolved() {
         after["baseline"]["new"], 0,
         "the repair created no new finding"
     );
+}
+
+/// Adoption rows say onceonly wrote them: in the journal's reconciled phase with the action's id
+/// in a mapped note column; a journal that maps no reconciled phase gets committed rows, and the
+/// script says that only its comments tell.
+#[test]
+fn adoption_rows_say_onceonly_wrote_them() {
+    let (scenario, _, id) = hostile_lost_response(false);
+    let url = format!("sqlite://{}", scenario.path("journal.db").display());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sql = |statement: String| {
+        runtime.block_on(async {
+            use sqlx::Connection;
+            let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+                .execute(&mut db)
+                .await
+                .unwrap();
+        })
+    };
+    sql("ALTER TABLE onceonly_journal ADD COLUMN remark TEXT".to_string());
+    let config = scenario.read("onceonly.toml");
+    scenario.write(
+        "onceonly.toml",
+        &config.replace(
+            "table = \"onceonly_journal\"",
+            "table = \"onceonly_journal\"\n\n[journal.columns]\nnote = \"remark\"",
+        ),
+    );
+    let script_path = scenario.path("repair.sql");
+    let plan_path = scenario.path("plan.json");
+    let output = scenario.audit(&[
+        "--sql",
+        script_path.to_str().unwrap(),
+        "--plan",
+        plan_path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let plan: serde_json::Value = serde_json::from_str(&scenario.read("plan.json")).unwrap();
+    let adoption = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|action| action["kind"] == "adopt-external-id")
+        .expect("the lost response is adopted")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sql(scenario.read("repair.sql"));
+    let row: (String, String, String) = runtime.block_on(async {
+        use sqlx::{Connection, Row};
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        let row = sqlx::query(
+            "SELECT phase, external_id, remark FROM onceonly_journal WHERE remark IS NOT NULL",
+        )
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    });
+    assert_eq!(
+        row,
+        (
+            "reconciled".to_string(),
+            id.clone(),
+            format!("onceonly plan action {adoption}")
+        )
+    );
+
+    // A journal whose phases name no reconciled value: committed rows, and the script says so.
+    let mapped = scenario.read("onceonly.toml").replace(
+        "[journal.columns]\nnote = \"remark\"",
+        "[journal.phases]\nintent = [\"intent\"]\ncommitted = [\"committed\"]\nfailed = [\"failed\"]",
+    );
+    let fresh = hostile_lost_response(false).0;
+    fresh.write("onceonly.toml", &mapped);
+    let script_path = fresh.path("repair.sql");
+    let output = fresh.audit(&["--sql", script_path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let script = fresh.read("repair.sql");
+    assert!(
+        script.contains("maps no reconciled phase: rows are written as committed"),
+        "{script}"
+    );
+    assert!(
+        script.contains("'committed'") && !script.contains("'reconciled'"),
+        "{script}"
+    );
+    assert!(script.contains("maps no note column"), "{script}");
 }

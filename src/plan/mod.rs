@@ -19,6 +19,7 @@ use crate::identity::stable_id;
 use crate::rules::repair::{NamedRows, Repair};
 use crate::rules::{self, Finding};
 
+pub use crate::rules::clear::Command;
 pub use crate::rules::repair::{JournalRow, Kind, Safety};
 
 pub const FORMAT_VERSION: u32 = 1;
@@ -47,6 +48,10 @@ pub struct Action {
     pub journal_row: Option<JournalRow>,
     pub preconditions: Vec<String>,
     pub explanation: String,
+    /// Commands that carry the action out (`retry-same-key`: Airflow's CLI and REST clear of
+    /// the one task instance), for the Airflow versions they are for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<Command>,
 }
 
 impl Action {
@@ -71,6 +76,7 @@ impl Action {
             journal_row: repair.journal_row,
             preconditions: repair.preconditions,
             explanation: repair.explanation,
+            commands: repair.commands,
         }
     }
 }

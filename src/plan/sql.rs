@@ -46,13 +46,35 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
             "the journal is a snapshot file; a SQL script needs [journal] url and table",
         )
     })?;
-    // The journal's own value for a committed row: the first (sorted) one mapped to it.
-    let committed = journal
-        .phases
-        .iter()
-        .find(|(_, canonical)| canonical.as_str() == "committed")
-        .map(|(own, _)| own.as_str())
-        .unwrap_or("committed");
+    // Rows onceonly writes say so: in the `reconciled` phase, the journal's own value for it,
+    // where the journal has one (without `[journal.phases]` the canonical names are its own);
+    // else as `committed`, the first (sorted) value mapped to it. A mapped `note` column gets
+    // the action's id.
+    let own_phase = |canonical: &str| {
+        journal
+            .phases
+            .iter()
+            .find(|(_, mapped)| mapped.as_str() == canonical)
+            .map(|(own, _)| own.as_str())
+    };
+    let (phase, phase_said) = match own_phase("reconciled") {
+        Some(own) => (
+            own,
+            format!(
+                "-- Rows are written in the journal's reconciled phase ({own}): onceonly wrote them.\n"
+            ),
+        ),
+        None => {
+            let committed = own_phase("committed").unwrap_or("committed");
+            (
+                committed,
+                format!(
+                    "-- The journal maps no reconciled phase: rows are written as committed ({committed}); only this script's comments say onceonly wrote them.\n"
+                ),
+            )
+        }
+    };
+    let note = journal.columns.get("note").map(String::as_str);
     let table_sql = identifier(dialect, table);
     let mut out = String::new();
     out.push_str(
@@ -63,6 +85,10 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
         plan.inputs_fingerprint
     ));
     out.push_str("-- Idempotent: each row is inserted only where the journal lacks it; a second run changes nothing.\n");
+    out.push_str(&phase_said);
+    if note.is_none() {
+        out.push_str("-- The journal maps no note column ([journal.columns] note): the action ids are in these comments alone.\n");
+    }
     out.push_str(match dialect {
         Dialect::Mysql => "START TRANSACTION;\n",
         _ => "BEGIN;\n",
@@ -81,7 +107,8 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
             ));
             continue;
         };
-        let Some(insert) = insert(row, committed, journal, dialect, &table_sql) else {
+        let note = note.map(|_| format!("onceonly plan action {}", action.id));
+        let Some(insert) = insert(row, phase, note.as_deref(), journal, dialect, &table_sql) else {
             out.push_str(&format!(
                 "-- {} {}: a value holds a NUL byte, which this database cannot store; left to a person\n",
                 action.id,
@@ -103,22 +130,19 @@ pub fn script(plan: &Plan, journal: &JournalSettings, dialect: Dialect) -> Resul
     Ok(out)
 }
 
-/// The INSERT of one committed row, made only where the journal has no committed row naming
+/// The INSERT of one row in `phase`, made only where the journal has no row in that phase naming
 /// the object under the key; None where a value holds a NUL byte, which the dialect cannot store.
 fn insert(
     row: &JournalRow,
-    committed: &str,
+    phase: &str,
+    note: Option<&str>,
     journal: &JournalSettings,
     dialect: Dialect,
     table_sql: &str,
 ) -> Option<String> {
     let column = |canonical: &str| identifier(dialect, journal.column(canonical));
     let text = |value: &str| literal(dialect, value);
-    let (op_key, phase, external_id) = (
-        text(&row.op_key)?,
-        text(committed)?,
-        text(&row.external_id)?,
-    );
+    let (op_key, phase, external_id) = (text(&row.op_key)?, text(phase)?, text(&row.external_id)?);
     let mut values = vec![
         ("op_key", op_key.clone()),
         ("dag_id", text(&row.dag_id)?),
@@ -133,6 +157,9 @@ fn insert(
     values.push(("recorded_at", text(&row.recorded_at)?));
     values.push(("map_index", row.map_index.to_string()));
     values.push(("try_number", row.try_number.to_string()));
+    if let Some(note) = note {
+        values.push(("note", text(note)?));
+    }
     let columns: Vec<String> = values.iter().map(|(name, _)| column(name)).collect();
     let values: Vec<String> = values.into_iter().map(|(_, value)| value).collect();
     let from_dual = if dialect == Dialect::Mysql {

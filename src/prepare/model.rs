@@ -125,11 +125,11 @@ pub mod tries {
 /// from and the run's conf and DAG zone, which key templates read (`crate::keys`). The
 /// prepared tries keep none of them, nor the `conf.NAME` values taken out for the templates:
 /// the audit interval, its label and the expected key stand for them in every rule, verdict
-/// and question after preparing.
-pub const READ_WHILE_PREPARING: [&str; 6] = [
+/// and question after preparing. The run's `logical_date` stays: it is how `airflow tasks
+/// clear` selects a run, which a plan's commands name (`crate::rules::clear`).
+pub const READ_WHILE_PREPARING: [&str; 5] = [
     "interval_start",
     "interval_end",
-    "logical_date",
     "run_after",
     "conf",
     "dag_timezone",

@@ -35,6 +35,28 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// `text` as a fenced code block that pastes as it is: no escapes inside, a fence longer than
+/// any run of backticks in it. Control and bidirectional characters alone are written as
+/// `\u{..}`, so what a reader sees is what a shell would run.
+pub(crate) fn code_block(info: &str, text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for ch in text.chars() {
+        run = if ch == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let mut body = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if (ch.is_control() && ch != '\n') || super::is_bidi(ch) {
+            body.push_str(&format!("\\u{{{:x}}}", ch as u32));
+        } else {
+            body.push(ch);
+        }
+    }
+    format!("{fence}{info}\n{body}\n{fence}\n")
+}
+
 /// Keeps provider and Airflow strings from breaking out of a table cell or becoming markup.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -57,6 +57,16 @@ pub fn text(plan: &Plan) -> String {
         for precondition in &action.preconditions {
             out.push_str(&format!("  only if: {}\n", terminal_safe(precondition)));
         }
+        for command in &action.commands {
+            out.push_str(&format!(
+                "  {}:\n    {}\n",
+                command.via,
+                terminal_safe(&command.command)
+            ));
+            if let Some(note) = &command.note {
+                out.push_str(&format!("    ({})\n", terminal_safe(note)));
+            }
+        }
     }
     out
 }
@@ -102,6 +112,13 @@ pub fn markdown(plan: &Plan) -> String {
             out.push_str("\nOnly if:\n\n");
             for precondition in &action.preconditions {
                 out.push_str(&format!("- {}\n", super::markdown::escape(precondition)));
+            }
+        }
+        for command in &action.commands {
+            out.push_str(&format!("\n{}:\n\n", command.via));
+            out.push_str(&super::markdown::code_block("sh", &command.command));
+            if let Some(note) = &command.note {
+                out.push_str(&format!("\n{}\n", super::markdown::escape(note)));
             }
         }
     }

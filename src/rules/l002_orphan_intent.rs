@@ -5,6 +5,7 @@ use crate::ahead;
 use crate::cells::{groups, ints, one_chunk};
 use crate::error::Result;
 use crate::prepare::{IntervalObject, Prepared, WantedInterval};
+use crate::rules::clear::TaskInstanceRef;
 use crate::rules::repair::{Kind, NamedRows, Repair, Safety};
 use crate::rules::{Finding, FindingDraft, declare_rule, impl_rule};
 
@@ -35,7 +36,7 @@ declare_rule! {
     /// this operation's export, or retry once it is known not to be.
     pub struct OrphanIntent => "L002", "orphan-intent", Info;
 }
-impl_rule!(OrphanIntent, check, repair);
+impl_rule!(OrphanIntent, check, repair, TaskInstanceRef);
 
 fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     // Per key code: an intent, a committed or reconciled row, the first intent's time, an
@@ -98,6 +99,28 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
     wanted.sort_unstable();
     wanted.dedup();
     let existing = prepared.live_objects_of(&wanted)?;
+    let (tasks, try_rows) = (
+        crate::cells::texts(&rows, "task_id")?,
+        crate::cells::code_column(&rows, crate::prepare::model::journal::TRY_ROW)?,
+    );
+    let logical_dates = crate::cells::int_column(&prepared.tries, "logical_date")?;
+    // The task instance a retry clears: the one that wrote the latest intent (rows are in
+    // `recorded_at` order within a key).
+    let to_clear = |members: &[usize]| {
+        let row = *members
+            .iter()
+            .rev()
+            .find(|row| journal.phase[**row].as_deref() == Some("intent"))?;
+        Some(TaskInstanceRef {
+            dag_id: journal.dag_id[row].clone()?,
+            task_id: tasks[row].clone()?,
+            run_id: journal.run_id[row].clone()?,
+            map_index: journal.map_index[row].unwrap_or(-1),
+            logical_date: try_rows
+                .get(row)
+                .and_then(|try_row| logical_dates.get(try_row as usize)),
+        })
+    };
     groups(&rows, &["op_key"])?
         .into_iter()
         .map(|(first, members)| {
@@ -131,7 +154,8 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
                     listing(&others)
                 )
             };
-            Ok(OrphanIntent::finding(FindingDraft {
+            let cleared = to_clear(&members);
+            let finding = OrphanIntent::finding(FindingDraft {
                 dag_id: journal.dag_id[first].clone(),
                 operation: journal.operation[first].clone(),
                 interval: journal.interval[first].clone(),
@@ -141,7 +165,11 @@ fn check(_: &OrphanIntent, prepared: &Prepared) -> Result<Vec<Finding>> {
                 ),
                 op_key: journal.op_key[first].clone(),
                 evidence: evidence.normalized(),
-            }))
+            });
+            Ok(match cleared {
+                Some(cleared) => finding.with_repair_input(cleared),
+                None => finding,
+            })
         })
         .collect()
 }
@@ -197,22 +225,31 @@ fn repair(finding: &Finding, _: &NamedRows) -> Vec<Repair> {
             )
         }];
     }
-    let start = finding
-        .interval
-        .as_deref()
-        .and_then(|interval| interval.split('/').next())
-        .unwrap_or("INTERVAL");
-    let task = finding.operation.as_deref().unwrap_or("TASK");
-    let explanation = format!(
-        "nothing was created: clear the task so it runs again with the same key, e.g. `airflow tasks clear {} --start-date {start} --end-date {start} --yes` (the task of operation {task})",
-        finding.dag_id.as_deref().unwrap_or("DAG")
-    );
+    let (commands, explanation) = match finding.repair_input.get::<TaskInstanceRef>() {
+        Some(cleared) => {
+            let (commands, gaps) = cleared.commands();
+            let mut explanation = format!(
+                "nothing was created: clear task {} of run {} so it runs again with the same key (one of the commands below; each clears that task instance alone and asks before it does)",
+                cleared.task_id, cleared.run_id
+            );
+            for gap in gaps {
+                explanation.push_str("; ");
+                explanation.push_str(&gap);
+            }
+            (commands, explanation)
+        }
+        None => (
+            Vec::new(),
+            "nothing was created: clear the task instance that wrote the intent so it runs again with the same key (the journal does not name it fully: no command is given)".to_string(),
+        ),
+    };
     vec![Repair {
         preconditions: vec![
             format!("the provider still lists no object under key {key}"),
             format!("the journal still has no committed row for key {key}"),
         ],
         explanation,
+        commands,
         ..Repair::new(
             Kind::RetrySameKey,
             Safety::Automatic,

@@ -16,6 +16,7 @@ use crate::error::Result;
 use crate::prepare::Prepared;
 use repair::{NamedRows, Repair, RepairInput};
 
+pub mod clear;
 mod groups;
 pub mod repair;
 mod rows;

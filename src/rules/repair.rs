@@ -121,6 +121,8 @@ pub struct Repair {
     pub preconditions: Vec<String>,
     /// What to do, for a person.
     pub explanation: String,
+    /// Commands that carry the action out, each narrowed to what it repairs.
+    pub commands: Vec<super::clear::Command>,
 }
 
 impl Repair {
@@ -137,6 +139,7 @@ impl Repair {
             journal_row: None,
             preconditions: Vec::new(),
             explanation: String::new(),
+            commands: Vec::new(),
         }
     }
 }

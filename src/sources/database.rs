@@ -298,7 +298,9 @@ pub enum Param<'a> {
     Int(i64),
 }
 
-fn percent_encode(text: &str) -> String {
+/// `text` with every byte but RFC 3986's unreserved characters percent-encoded: safe in a URL's
+/// user, password or path segment.
+pub(crate) fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
