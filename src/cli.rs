@@ -53,6 +53,9 @@ pub enum Command {
     Split(SplitArgs),
     /// Merge the partitions' results into the whole audit's report, verdicts and plan.
     Merge(Box<MergeArgs>),
+    /// Work with a repair plan: `onceonly plan check PLAN` says whether it still stands.
+    #[command(subcommand)]
+    Plan(PlanCommand),
     /// Print a shell completion script (e.g. `onceonly completions bash > /etc/bash_completion.d/onceonly`).
     Completions {
         #[arg(value_enum)]
@@ -170,6 +173,34 @@ pub struct AuditArgs {
     /// merge` needs into DIR.
     #[arg(long, value_name = "DIR", requires = "from_snapshot")]
     pub partition_out: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Re-read the sources and say, for each action of PLAN, whether it still holds (exit 1
+    /// when any does not).
+    Check(PlanCheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanCheckArgs {
+    /// A plan written by `audit --plan FILE.json`.
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+    #[arg(long, short, env = "ONCEONLY_CONFIG")]
+    pub config: PathBuf,
+    /// `table` (text) or `json`.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// For a plan that records no scope (a merged plan): only this DAG (a dag_id or glob).
+    #[arg(long)]
+    pub dag: Option<String>,
+    /// For a plan that records no scope: runs with a try active at or after this time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// ... and before this time.
+    #[arg(long)]
+    pub until: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use onceonly::cli::{AuditArgs, Cli, Command, MergeArgs, ReportArgs, SplitArgs};
+use onceonly::cli::{
+    AuditArgs, Cli, Command, MergeArgs, PlanCheckArgs, PlanCommand, ReportArgs, SplitArgs,
+};
 use onceonly::commands::{audit, completions, demo, man, mock_provider, rule};
 use onceonly::config::Config;
 use onceonly::error::{Error, Result};
@@ -54,6 +56,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Audit(args) => run_audit(&args),
         Command::Split(args) => run_split(&args),
         Command::Merge(args) => run_merge(&args),
+        Command::Plan(PlanCommand::Check(args)) => run_plan_check(&args),
         Command::Trace(args) => run_trace(&args),
         Command::Doctor { config } => {
             let config = Config::load(&config)?;
@@ -108,6 +111,31 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// `plan check`: 0 when every action still holds, 1 when one does not.
+fn run_plan_check(args: &PlanCheckArgs) -> Result<u8> {
+    let flags = (args.dag.is_some() || args.since.is_some() || args.until.is_some()).then(|| {
+        Ok::<_, Error>(onceonly::engine::AuditOptions {
+            dag: args.dag.clone(),
+            since: time("--since", &args.since)?,
+            until: time("--until", &args.until)?,
+            ..Default::default()
+        })
+    });
+    let flags = flags.transpose()?;
+    let config = Config::load(&args.config)?;
+    let outcome = onceonly::commands::plan_check::run(&config, &args.plan, flags.as_ref())?;
+    let text = match args.format {
+        render::Format::Json => {
+            let mut json = serde_json::to_string_pretty(&outcome).expect("serializes");
+            json.push('\n');
+            json
+        }
+        _ => outcome.text(),
+    };
+    output::stdout(&text)?;
+    Ok(u8::from(!outcome.all_hold()))
 }
 
 /// A time flag (`--since`, ...): RFC 3339 or a date, in microseconds.

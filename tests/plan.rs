@@ -519,3 +519,117 @@ fn adoption_rows_say_onceonly_wrote_them() {
     );
     assert!(script.contains("maps no note column"), "{script}");
 }
+
+/// `plan check` re-reads the sources for the plan's own scope: every action holds while nothing
+/// moved (exit 0); once an object appears under an orphan intent's key and a duplicate is voided,
+/// the retry and the void are named stale (exit 1) and the rest still hold.
+#[test]
+fn plan_check_names_the_actions_the_world_has_moved_under() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let plan_path = scenario.path("plan.json");
+    let plan = plan_path.to_str().unwrap();
+    let output = scenario.audit(&["--plan", plan, "--since", "2026-11-01"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let made: serde_json::Value = serde_json::from_str(&scenario.read("plan.json")).unwrap();
+    assert_eq!(made["scope"]["since"], "2026-11-01T00:00:00Z");
+    let check = || {
+        let output = crate::scenario::onceonly(&[
+            "plan",
+            "check",
+            plan,
+            "--config",
+            scenario.config().to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        let code = output.status.code();
+        let outcome: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{}", stderr(&output)));
+        (code, outcome)
+    };
+    let (code, outcome) = check();
+    assert_eq!(code, Some(0), "{outcome:#}");
+    assert_eq!(outcome["inputs_unchanged"], true);
+    let actions = outcome["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), made["actions"].as_array().unwrap().len());
+    assert!(actions.iter().all(|action| action["holds"] == true));
+
+    let of_kind = |kind: &str| -> serde_json::Value {
+        made["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|action| action["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in the plan"))
+            .clone()
+    };
+    let retry = of_kind("retry-same-key");
+    let void = of_kind("void-duplicate");
+    let voided = void["targets"][0].as_str().unwrap().to_string();
+    let mut rows: Vec<serde_json::Value> = scenario
+        .read("provider.ndjson")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    for row in &mut rows {
+        if row["external_id"] == voided.as_str() {
+            // The fixture's `void_statuses`.
+            row["status"] = "cancelled".into();
+        }
+    }
+    let mut created = rows[0].clone();
+    created["external_id"] = "exp_created_after_the_plan".into();
+    created["op_key"] = retry["op_key"].clone();
+    rows.push(created);
+    let text: String = rows.iter().map(|row| format!("{row}\n")).collect();
+    scenario.write("provider.ndjson", &text);
+
+    let (code, outcome) = check();
+    assert_eq!(code, Some(1), "{outcome:#}");
+    assert_eq!(outcome["inputs_unchanged"], false);
+    let stale: BTreeSet<&str> = outcome["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|action| action["holds"] == false)
+        .map(|action| action["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stale,
+        BTreeSet::from([retry["id"].as_str().unwrap(), void["id"].as_str().unwrap()]),
+        "{outcome:#}"
+    );
+}
+
+/// Only a JSON plan can be checked; a plan made by a merge (no scope) takes scope flags, one
+/// that records its scope refuses them.
+#[test]
+fn plan_check_refuses_what_it_cannot_check() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let md = scenario.path("plan.md");
+    let json = scenario.path("plan.json");
+    let output = scenario.audit(&["--plan", md.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    scenario.audit(&["--plan", json.to_str().unwrap()]);
+    let config = scenario.config();
+    let check = |args: &[&str]| {
+        let mut all = vec!["plan", "check"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--config", config.to_str().unwrap()]);
+        crate::scenario::onceonly(&all)
+    };
+    let output = check(&[md.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("is not a JSON plan"),
+        "{}",
+        stderr(&output)
+    );
+    let output = check(&[json.to_str().unwrap(), "--dag", "onceonly_a_stable_key"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("takes no scope flags"),
+        "{}",
+        stderr(&output)
+    );
+}

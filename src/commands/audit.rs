@@ -50,7 +50,10 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     };
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
-    let (report, verdicts, plan) = engine::run(config, &options)?.into_results()?;
+    let (report, verdicts, mut plan) = engine::run(config, &options)?.into_results()?;
+    if let Some(plan) = &mut plan {
+        plan.scope = Some(crate::plan::Scope::of(&options));
+    }
     write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
     Ok(report)
 }

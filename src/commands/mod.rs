@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod man;
 pub mod merge;
 pub mod mock_provider;
+pub mod plan_check;
 pub mod rule;
 pub mod split;
 pub mod synth;

@@ -86,7 +86,81 @@ pub struct Plan {
     pub format_version: u32,
     /// The content hash of the tables the plan was made from (a snapshot of them has it too).
     pub inputs_fingerprint: String,
+    /// The audit that made it, so `onceonly plan check` re-reads the same runs; None for a
+    /// merged plan, whose parts' scope `merge` does not know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
     pub actions: Vec<Action>,
+}
+
+/// Which runs an audit read, as its flags gave them (times RFC 3339, the slack a duration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Scope {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+}
+
+impl Scope {
+    /// The scope of an audit run with `options`.
+    pub fn of(options: &crate::engine::AuditOptions) -> Scope {
+        let time = |at: Option<i64>| at.map(crate::timestamp::format);
+        Scope {
+            dag: options.dag.clone(),
+            since: time(options.since),
+            until: time(options.until),
+            interval_from: time(options.interval_from),
+            interval_to: time(options.interval_to),
+            slack: options.slack.map(crate::timestamp::format_duration),
+            rules: options.rules.clone(),
+        }
+    }
+
+    /// `options` narrowed to this scope; an error naming the field that does not parse.
+    pub fn apply(&self, options: &mut crate::engine::AuditOptions) -> Result<()> {
+        let time = |field: &str, text: &Option<String>| -> Result<Option<i64>> {
+            text.as_deref()
+                .map(|text| {
+                    crate::timestamp::parse(text).ok_or_else(|| {
+                        crate::error::Error::usage(
+                            "PLAN",
+                            format!("the plan's scope.{field} {text:?} is not a time"),
+                        )
+                    })
+                })
+                .transpose()
+        };
+        options.dag = self.dag.clone();
+        options.since = time("since", &self.since)?;
+        options.until = time("until", &self.until)?;
+        options.interval_from = time("interval_from", &self.interval_from)?;
+        options.interval_to = time("interval_to", &self.interval_to)?;
+        options.slack = self
+            .slack
+            .as_deref()
+            .map(|text| {
+                crate::timestamp::parse_duration(text).ok_or_else(|| {
+                    crate::error::Error::usage(
+                        "PLAN",
+                        format!("the plan's scope.slack {text:?} is not a duration"),
+                    )
+                })
+            })
+            .transpose()?;
+        options.rules = self.rules.clone();
+        Ok(())
+    }
 }
 
 /// Adds an action, merging it into an equal one (same id) that answers other findings. An
@@ -161,6 +235,7 @@ pub fn build(findings: &[Finding], named: &NamedRows, inputs_fingerprint: String
     Ok(Plan {
         format_version: FORMAT_VERSION,
         inputs_fingerprint,
+        scope: None,
         actions,
     })
 }
