@@ -192,7 +192,7 @@ pub struct PlanCheckArgs {
     /// `table` (text) or `json`.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// For a plan that records no scope (a merged plan): only this DAG (a dag_id or glob).
+    /// For a plan that records no scope (written before onceonly recorded it): only this DAG.
     #[arg(long)]
     pub dag: Option<String>,
     /// For a plan that records no scope: runs with a try active at or after this time.

@@ -52,7 +52,7 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     // the report is written in memory they leave rather than on top of it.
     let (report, verdicts, mut plan) = engine::run(config, &options)?.into_results()?;
     if let Some(plan) = &mut plan {
-        plan.scope = Some(crate::plan::Scope::of(&options));
+        plan.scope = Some(crate::plan::Scope::of(&options, config));
     }
     write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
     Ok(report)

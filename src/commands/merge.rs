@@ -25,12 +25,15 @@ pub fn run(
     let merged = merge::merge(parts, wants_plan)?;
     let mut report = merged.report;
     let plan = match &merged.plan_rows {
-        Some((objects, journal)) => Some(engine::plan_of(
-            &report.findings,
-            objects,
-            journal,
-            merged.inputs_fingerprint,
-        )?),
+        Some((objects, journal)) => Some(crate::plan::Plan {
+            scope: Some(merged.scope.clone()),
+            ..engine::plan_of(
+                &report.findings,
+                objects,
+                journal,
+                merged.inputs_fingerprint,
+            )?
+        }),
         None => None,
     };
     if let Some(path) = baseline {

@@ -138,6 +138,8 @@ pub struct Merged {
     pub plan_rows: Option<(DataFrame, DataFrame)>,
     /// The content hash of the whole audit's tables (a plan quotes it).
     pub inputs_fingerprint: String,
+    /// Which runs the whole audit read (a plan records it).
+    pub scope: crate::plan::Scope,
 }
 
 /// `partition.json` without its report: what tells whether the parts belong together. The
@@ -382,6 +384,7 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
         },
         verdicts,
         plan_rows,
+        scope: crate::plan::Scope::of_split(&split, &parts[0].result.rules),
         inputs_fingerprint: split.inputs_fingerprint,
     })
 }

@@ -86,8 +86,8 @@ pub struct Plan {
     pub format_version: u32,
     /// The content hash of the tables the plan was made from (a snapshot of them has it too).
     pub inputs_fingerprint: String,
-    /// The audit that made it, so `onceonly plan check` re-reads the same runs; None for a
-    /// merged plan, whose parts' scope `merge` does not know.
+    /// The audit that made it (or the split a merged plan's parts came from), so `onceonly plan
+    /// check` re-reads the same runs. None in plans written before onceonly recorded it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<Scope>,
     pub actions: Vec<Action>,
@@ -113,8 +113,9 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The scope of an audit run with `options`.
-    pub fn of(options: &crate::engine::AuditOptions) -> Scope {
+    /// The scope of an audit run with `options` on `config` (the slack as the audit resolves
+    /// it: the flag, else the listing's own).
+    pub fn of(options: &crate::engine::AuditOptions, config: &crate::config::Config) -> Scope {
         let time = |at: Option<i64>| at.map(crate::timestamp::format);
         Scope {
             dag: options.dag.clone(),
@@ -122,8 +123,22 @@ impl Scope {
             until: time(options.until),
             interval_from: time(options.interval_from),
             interval_to: time(options.interval_to),
-            slack: options.slack.map(crate::timestamp::format_duration),
+            slack: (options.slack)
+                .or(config.provider.source.listing_slack())
+                .map(crate::timestamp::format_duration),
             rules: options.rules.clone(),
+        }
+    }
+
+    /// The scope of a split's audit: its window and slack (a split takes no `--dag` and no
+    /// interval range), and the rules its parts ran.
+    pub fn of_split(split: &crate::partition::SplitInfo, rules: &[String]) -> Scope {
+        Scope {
+            since: split.since.clone(),
+            until: split.until.clone(),
+            slack: split.slack.map(crate::timestamp::format_duration),
+            rules: rules.to_vec(),
+            ..Scope::default()
         }
     }
 
