@@ -12,6 +12,7 @@ mod examples;
 mod hostile;
 mod html_report;
 mod journal;
+mod listing_types;
 mod live;
 mod outputs;
 mod partitions;

@@ -619,7 +619,6 @@ impl Decoder {
                 if spec.name == "created_at" {
                     created.push(field.as_ref().and_then(created_micros));
                 }
-                let number;
                 let cell = match &field {
                     None if !spec.nullable => {
                         first_refusal.get_or_insert_with(|| {
@@ -632,11 +631,8 @@ impl Decoder {
                         continue;
                     }
                     None => Cell::Null,
-                    // Numeric ids and keys are common; they are text in the canonical table.
-                    Some(Value::Number(value)) if spec.kind == crate::model::Kind::Text => {
-                        number = value.to_string();
-                        Cell::Text(&number)
-                    }
+                    // Typed as every source is (`snapshot::push`): an integer id is text, a
+                    // number for a key or status is refused.
                     Some(value) => Cell::Json(value),
                 };
                 if let Err(err) = push(column, spec, cell, &mapping, || at(path)) {

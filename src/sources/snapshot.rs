@@ -169,7 +169,11 @@ pub(crate) enum Cell<'a> {
     Json(&'a serde_json::Value),
 }
 
-/// Checks one cell and appends it; `at` names the cell for the error.
+/// The text columns that hold JSON documents, which a source may give as JSON objects.
+const JSON_DOCUMENTS: [&str; 2] = ["conf", "raw"];
+
+/// Checks one cell and appends it; `at` names the cell for the error. The same types hold for
+/// every source: a file, a snapshot, a listing page.
 pub(crate) fn push(
     values: &mut Values,
     spec: &ColumnSpec,
@@ -206,10 +210,17 @@ pub(crate) fn push(
             let text: std::borrow::Cow<'_, str> = match cell {
                 Cell::Text(text) => text.into(),
                 Cell::Json(serde_json::Value::String(text)) => text.as_str().into(),
-                // conf and raw hold JSON documents; NDJSON may give them unquoted.
+                // conf and raw hold JSON documents; NDJSON and listings give them unquoted.
                 Cell::Json(
                     value @ (serde_json::Value::Object(_) | serde_json::Value::Array(_)),
-                ) => value.to_string().into(),
+                ) if JSON_DOCUMENTS.contains(&spec.name) => value.to_string().into(),
+                // Providers number their objects: an integer id is the id written out. Keys,
+                // statuses and hashes are text; a number there is a mapping gone wrong.
+                Cell::Json(serde_json::Value::Number(number))
+                    if spec.name == "external_id" && (number.is_i64() || number.is_u64()) =>
+                {
+                    number.to_string().into()
+                }
                 Cell::Json(value) => return Err(wrong(format!("{value} ({})", json_type(value)))),
                 Cell::Null => unreachable!("nulls are handled above"),
             };
