@@ -63,6 +63,10 @@ struct RawProvider {
     void_statuses: Vec<String>,
     #[serde(default)]
     replay: Replay,
+    /// With `snapshot`: how many objects the file holds, checked when it is read.
+    snapshot_rows: Option<u64>,
+    /// With `snapshot`: the file's SHA-256 (hex), checked when it is read.
+    snapshot_sha256: Option<String>,
 }
 
 fn default_void_statuses() -> Vec<String> {
@@ -111,6 +115,8 @@ pub struct ProviderSettings {
     pub key_ttl_source: Option<String>,
     pub void_statuses: Vec<String>,
     pub replay: Replay,
+    /// What a provider file must hold (`snapshot_rows`, `snapshot_sha256`).
+    pub file_check: crate::sources::snapshot::FileCheck,
 }
 
 /// An `[[operation]]`: which task's tries cause a side effect, and how its key is derived.
@@ -181,6 +187,36 @@ impl Config {
             file,
         )?;
         let provider: RawProvider = provider_table.take()?;
+        let file_check = crate::sources::snapshot::FileCheck {
+            rows: provider.snapshot_rows,
+            sha256: match &provider.snapshot_sha256 {
+                Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    Some(hex.to_ascii_lowercase())
+                }
+                Some(hex) => {
+                    return Err(at.error(
+                        "snapshot_sha256",
+                        format!(
+                            "[provider] snapshot_sha256 = {hex:?} is not a SHA-256 (64 hex digits)"
+                        ),
+                    ));
+                }
+                None => None,
+            },
+        };
+        if provider.url.is_some() && (file_check.rows.is_some() || file_check.sha256.is_some()) {
+            let key = if file_check.rows.is_some() {
+                "snapshot_rows"
+            } else {
+                "snapshot_sha256"
+            };
+            return Err(at.error(
+                key,
+                format!(
+                    "[provider] `{key}` checks a snapshot file: it needs `snapshot`, not `url`"
+                ),
+            ));
+        }
 
         for (canonical, own) in &journal.columns {
             if !JOURNAL.iter().any(|spec| spec.name == canonical)
@@ -382,6 +418,7 @@ impl Config {
                 key_ttl_source,
                 void_statuses: provider.void_statuses,
                 replay: provider.replay,
+                file_check,
             },
             operations,
         })
@@ -393,6 +430,7 @@ impl Config {
             attempts: &self.attempts,
             journal: &self.journal,
             provider: &self.provider.source,
+            provider_check: &self.provider.file_check,
         }
     }
 

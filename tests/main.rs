@@ -9,6 +9,7 @@ mod completions;
 mod config;
 mod doctor;
 mod examples;
+mod file_integrity;
 mod hostile;
 mod html_report;
 mod journal;

@@ -84,6 +84,8 @@ pub struct TableSources<'a> {
     pub attempts: &'a Source,
     pub journal: &'a JournalSettings,
     pub provider: &'a Source,
+    /// What a provider file must hold, where the config names it.
+    pub provider_check: &'a snapshot::FileCheck,
 }
 
 impl TableSources<'_> {
@@ -299,6 +301,7 @@ impl<'scope> Provider<'scope> {
                 let started = std::time::Instant::now();
                 let read = snapshot::read(path, Table::Provider, &snapshot::Mapping::default())
                     .and_then(|provider| {
+                        from.provider_check.check(path, provider.height())?;
                         snapshot::each_object_once(provider, &path.display().to_string())
                     })
                     .map(|(provider, warnings)| (provider, None, warnings));
@@ -418,6 +421,17 @@ fn finish(
     let (provider, listed_window, listing_warnings) =
         provider.expect("the provider is read once the attempts are")?;
     warnings.extend(listing_warnings);
+    // A text file cut at a line boundary reads as a whole one: said where nothing checks it.
+    let files = [
+        (from.attempts, None),
+        (&from.journal.source, None),
+        (from.provider, Some(from.provider_check)),
+    ];
+    for (source, check) in files {
+        if let Source::Snapshot(path) = source {
+            warnings.extend(snapshot::unchecked(path, check));
+        }
+    }
     Ok(Tables {
         attempts,
         journal,

@@ -32,6 +32,84 @@ impl Mapping {
     }
 }
 
+/// What a snapshot file must hold, where the config says (`[provider] snapshot_rows`,
+/// `snapshot_sha256`): a file that lost its last lines is refused, not audited.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileCheck {
+    pub rows: Option<u64>,
+    /// Lowercase hex.
+    pub sha256: Option<String>,
+}
+
+impl FileCheck {
+    /// Checks the file at `path`, read as `rows` rows, against what the config names.
+    pub fn check(&self, path: &Path, rows: usize) -> Result<()> {
+        let shown = path.display().to_string();
+        if let Some(expected) = self.rows
+            && expected != rows as u64
+        {
+            return Err(Error::input(
+                Location::source(&shown),
+                format!(
+                    "the file holds {rows} objects, but [provider] snapshot_rows says {expected}: it is not the file the config names (cut short, or another one)"
+                ),
+            ));
+        }
+        if let Some(expected) = &self.sha256 {
+            use sha2::Digest;
+            use std::io::Read;
+            let mut file = File::open(path).map_err(|err| Error::io(&shown, err))?;
+            let mut hasher = sha2::Sha256::new();
+            let mut buffer = vec![0u8; 1 << 20];
+            loop {
+                let read = file
+                    .read(&mut buffer)
+                    .map_err(|err| Error::io(&shown, err))?;
+                if read == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..read]);
+            }
+            let found = super::content::hex(&hasher.finalize());
+            if &found != expected {
+                return Err(Error::input(
+                    Location::source(&shown),
+                    format!(
+                        "the file's SHA-256 is {found}, but [provider] snapshot_sha256 says {expected}: it is not the file the config names (cut short, or changed)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The coverage's warning for a CSV or NDJSON file nothing checks (`check` None, or naming
+/// neither a count nor a checksum): such a file cut at a line boundary reads as a whole one.
+/// Parquet files carry their own row counts and end with their footer.
+pub fn unchecked(path: &Path, check: Option<&FileCheck>) -> Option<String> {
+    let extension = path
+        .extension()
+        .and_then(|ext| ext.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !matches!(extension.as_str(), "csv" | "ndjson" | "jsonl") {
+        return None;
+    }
+    if check.is_some_and(|check| check.rows.is_some() || check.sha256.is_some()) {
+        return None;
+    }
+    let how = if check.is_some() {
+        "; [provider] snapshot_rows or snapshot_sha256 would check it"
+    } else {
+        "; an onceonly snapshot (--save-snapshot) carries its own"
+    };
+    Some(format!(
+        "{} carries no row count or checksum: a file that lost its last lines would read as a whole one{how}",
+        path.display()
+    ))
+}
+
 /// Reads one table from a snapshot file, choosing the format by extension.
 pub fn read(path: &Path, table: Table, mapping: &Mapping) -> Result<DataFrame> {
     let shown = path.display().to_string();
