@@ -13,6 +13,7 @@ mod hostile;
 mod html_report;
 mod journal;
 mod live;
+mod loopback;
 mod outputs;
 mod partitions;
 mod plan;
