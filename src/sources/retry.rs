@@ -282,6 +282,31 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_past_any_clock_is_read_and_never_fits() {
+        assert_eq!(
+            retry_after("18446744073709551615"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        let policy = RetryPolicy {
+            retries: 1,
+            backoff: Duration::from_millis(1),
+            timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(60),
+        };
+        let retrier = Retrier::new(policy);
+        assert!(retrier.fits(Duration::from_secs(1)));
+        assert!(!retrier.fits(Duration::from_secs(61)));
+        assert!(!retrier.fits(Duration::MAX));
+        // A configured deadline the clock cannot hold is as good as none.
+        let endless = Retrier::new(RetryPolicy {
+            deadline: Duration::MAX,
+            ..policy
+        });
+        assert!(endless.fits(Duration::from_secs(86_400 * 365)));
+        assert!(!endless.fits(Duration::MAX));
+    }
+
+    #[test]
     fn backoff_doubles_within_its_jitter() {
         let retrier = Retrier::new(RetryPolicy {
             retries: 5,
