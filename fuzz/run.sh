@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(provider_page config key_template timestamp sql_literal pickle)
+    targets=(provider_page config key_template timestamp sql_literal pickle retry_after)
 fi
 work=${FUZZ_WORK:-/var/cache/onceonly/fuzz-work}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/cache/onceonly/fuzz}

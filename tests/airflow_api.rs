@@ -31,6 +31,7 @@ use onceonly::sources::retry::RetryPolicy;
 use polars::prelude::*;
 use serde_json::Value;
 
+use crate::loopback::{Reply, Scripted};
 use crate::scenario::{Scenario, fixtures, stderr, stdout};
 
 const V2: &str = "airflow-3.3.2";
@@ -1223,4 +1224,134 @@ fn the_airflow_retry_keys_reach_the_audit() {
     );
     let output = audit(&api_scenario(V2, &server, ""), PASSWORD, &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+}
+
+// ---------------------------------------------------------------------------------------
+// A hostile API server: waits past any clock, redirects, echoed credentials.
+
+/// `/version` answered as `version` would (`v1`: 2.10.5, `v2`: 3.3.2), everything else as
+/// `rest` says.
+fn airflow_that(
+    version: ApiVersion,
+    rest: impl Fn(&crate::loopback::Request) -> Reply + Send + Sync + 'static,
+) -> Scripted {
+    let (prefix, number) = match version {
+        ApiVersion::V1 => ("/api/v1/version", "2.10.5"),
+        ApiVersion::V2 => ("/api/v2/version", "3.3.2"),
+    };
+    Scripted::start(move |request| {
+        if request.target() == prefix {
+            Reply::json("200 OK", format!(r#"{{"version":"{number}"}}"#))
+        } else {
+            rest(request)
+        }
+    })
+}
+
+#[test]
+fn a_retry_after_past_any_clock_gives_up_at_the_deadline() {
+    for wait in [
+        "18446744073709551615",
+        "9223372036854775807",
+        "Fri, 31 Dec 9999 23:59:59 GMT",
+    ] {
+        let server = airflow_that(ApiVersion::V2, move |_| {
+            Reply::json("429 Too Many Requests", r#"{"detail":"slow down"}"#)
+                .header("Retry-After", wait)
+        });
+        let api = AirflowApi::new(&server.base, None, None, None, Some(TOKEN.into()), None)
+            .unwrap()
+            .with_retry(QUICK);
+        let message = error_text(&api, "onceonly_a_stable_key");
+        assert!(
+            message.contains(RUNS)
+                && message.contains("HTTP 429")
+                && message.contains("would pass the deadline of 60.0s (deadline)"),
+            "{wait}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_redirect_to_another_server_is_refused_naming_both() {
+    let elsewhere =
+        Scripted::start(|_| Reply::json("200 OK", r#"{"dag_runs":[],"total_entries":0}"#));
+    let target = elsewhere.base.clone();
+    let server = airflow_that(ApiVersion::V2, move |request| {
+        Reply::json("302 Found", "").header("Location", format!("{target}{}", request.target()))
+    });
+    let api = AirflowApi::new(&server.base, None, None, None, Some(TOKEN.into()), None)
+        .unwrap()
+        .with_retry(QUICK);
+    let message = error_text(&api, "onceonly_a_stable_key");
+    assert!(
+        message.contains(&format!("GET {}/api/v2{RUNS}", server.base))
+            && message.contains(&format!("redirected to {}/api/v2{RUNS}", elsewhere.base))
+            && message.contains("another origin"),
+        "{message}"
+    );
+    assert!(
+        elsewhere.requests().is_empty(),
+        "{:?}",
+        elsewhere.requests()
+    );
+}
+
+#[test]
+fn a_401_that_echoes_the_credentials_shows_none_of_them() {
+    let echo = |request: &crate::loopback::Request| {
+        let sent = request.header("authorization").unwrap_or("").to_string();
+        Reply::json(
+            "401 Unauthorized",
+            serde_json::json!({ "detail": format!("{sent} is not accepted") }).to_string(),
+        )
+    };
+    // 2.x basic auth: base64("admin:Planted-Passw0rd-7f3a") is what the header carries.
+    let encoded = base64(&format!("admin:{PASSWORD}"));
+    let server = airflow_that(ApiVersion::V1, echo);
+    let api = AirflowApi::new(
+        &server.base,
+        Some(ApiVersion::V1),
+        Some("admin".into()),
+        Some(PASSWORD.into()),
+        None,
+        None,
+    )
+    .unwrap()
+    .with_retry(QUICK);
+    let message = error_text(&api, "onceonly_a_stable_key");
+    assert!(message.contains("401"), "{message}");
+    assert!(
+        !message.contains(&encoded) && !message.contains(PASSWORD),
+        "{message}"
+    );
+    // 3.x: the JWT that /auth/token handed out is a credential onceonly sends as well.
+    const SESSION: &str = "eyJhbGciOi.session-jwt-3c9f.never-print";
+    let server = airflow_that(ApiVersion::V2, move |request| {
+        if request.target() == "/auth/token" {
+            Reply::json("201 Created", format!(r#"{{"access_token":"{SESSION}"}}"#))
+        } else {
+            echo(request)
+        }
+    });
+    let api = AirflowApi::new(
+        &server.base,
+        None,
+        Some("admin".into()),
+        Some(PASSWORD.into()),
+        None,
+        None,
+    )
+    .unwrap()
+    .with_retry(QUICK);
+    let message = error_text(&api, "onceonly_a_stable_key");
+    assert!(message.contains("401"), "{message}");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|request| request.header("authorization") == Some(&format!("Bearer {SESSION}"))),
+        "the session token was sent"
+    );
+    assert!(!message.contains(SESSION), "{message}");
 }

@@ -12,6 +12,7 @@ use onceonly::error::Error;
 use onceonly::sources::provider_http::{self, ProviderApi, Window};
 use serde_json::{Value, json};
 
+use crate::loopback::{Reply, Scripted};
 use crate::scenario::{Scenario, onceonly, stderr, stdout};
 
 /// A run id that is a spreadsheet formula, a terminal colour, markup and SQL at once.
@@ -718,5 +719,208 @@ fn journal_names_with_control_characters_are_refused() {
             message.contains("holds a control character") && !message.contains('\u{0}'),
             "{journal}: {message}"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A hostile provider's headers: waits past any clock, redirects, echoed credentials.
+
+/// `Retry-After` values no clock can add: u64::MAX and i64::MAX seconds, and the last date
+/// HTTP can write.
+const ENDLESS_WAITS: [&str; 3] = [
+    "18446744073709551615",
+    "9223372036854775807",
+    "Fri, 31 Dec 9999 23:59:59 GMT",
+];
+
+fn always_429(retry_after: &'static str) -> Scripted {
+    Scripted::start(move |_| {
+        Reply::json("429 Too Many Requests", r#"{"detail":"slow down"}"#)
+            .header("Retry-After", retry_after)
+    })
+}
+
+#[test]
+fn a_retry_after_past_any_clock_gives_up_at_the_deadline() {
+    for wait in ENDLESS_WAITS {
+        let server = always_429(wait);
+        let started = std::time::Instant::now();
+        let reason = refused(&server.base, "");
+        assert!(
+            reason.contains("page 1")
+                && reason.contains("HTTP 429")
+                && reason.contains("would pass the deadline of 30.0s (deadline)"),
+            "{wait}: {reason}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+
+        // The audit and doctor read the listing the same way: exit 2 in plain words.
+        let scenario = crate::provider_http::listing_scenario(
+            &server.base,
+            MockPagination::Cursor,
+            "sub_windows = 1",
+        );
+        let output = crate::provider_http::audit_in(&scenario, &[]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{wait}: {err}");
+        assert!(
+            err.contains("(deadline)") && !err.contains("panicked"),
+            "{wait}: {err}"
+        );
+        let doctor = onceonly(&["doctor", "--config", scenario.config().to_str().unwrap()]);
+        let text = format!("{}{}", stdout(&doctor), stderr(&doctor));
+        assert_eq!(doctor.status.code(), Some(2), "{wait}: {text}");
+        assert!(
+            text.contains("PROBLEM provider:") && text.contains("(deadline)"),
+            "{wait}: {text}"
+        );
+    }
+}
+
+/// A listing of two objects, as `listing_api`'s page pagination reads it: page 1 (of the
+/// request `target`) has both, every later page none.
+fn short_page(target: &str) -> String {
+    let objects = if target.ends_with("page=1") {
+        objects(2)
+    } else {
+        Vec::new()
+    };
+    json!({ "data": objects }).to_string()
+}
+
+#[test]
+fn a_redirect_is_followed_within_the_origin_only() {
+    // Same origin, a few hops: followed, and the listing read where it was sent.
+    let server = Scripted::start(|request| match request.target() {
+        target if target.starts_with("/moved/again") => Reply::json("200 OK", short_page(target)),
+        target if target.starts_with("/moved") => Reply::json("307 Temporary Redirect", "").header(
+            "Location",
+            format!("/moved/again{}", &target["/moved".len()..]),
+        ),
+        target => Reply::json("302 Found", "").header("Location", format!("/moved{target}")),
+    });
+    let listed = provider_http::list_blocking(
+        &listing_api(&format!("{}/v1/exports", server.base), ""),
+        Window::unbounded(),
+    )
+    .expect("a listing moved on the same server");
+    assert_eq!(listed.provider.height(), 2);
+    assert!(
+        server.requests().len() == 6 && server.requests()[2].target().starts_with("/moved/again"),
+        "two pages, each redirected twice: {:?}",
+        server.requests()
+    );
+
+    // Same origin, without end: refused once the count is passed, not followed for ever.
+    let server = Scripted::start(|request| {
+        Reply::json("302 Found", "").header("Location", format!("{}x", request.target()))
+    });
+    let reason = refused(&format!("{}/v1/exports", server.base), "");
+    assert!(
+        reason.contains("page 1") && reason.contains("more than 5 redirects"),
+        "{reason}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        6,
+        "the first request and 5 redirects"
+    );
+}
+
+#[test]
+fn a_redirect_to_another_server_is_refused_and_the_secret_stays() {
+    const SECRET: &str = "canary-redirect-5b1d-never-send";
+    // The other server would list happily: following it would build a report from it.
+    let elsewhere = Scripted::start(|_| Reply::json("200 OK", r#"{"data":[],"next_cursor":null}"#));
+    let target = elsewhere.base.clone();
+    let first = Scripted::start(move |request| {
+        Reply::json("302 Found", "").header("Location", format!("{target}{}", request.target()))
+    });
+    let url = format!("{}/v1/exports", first.base);
+    let scenario =
+        crate::provider_http::listing_scenario(&url, MockPagination::Cursor, "sub_windows = 1");
+    scenario.edit(
+        "onceonly.toml",
+        "[provider.fields]",
+        "[provider.auth]\nkind = \"header\"\nheader = \"X-Api-Key\"\nenv = \"ONCEONLY_TEST_PROVIDER_SECRET\"\n\n[provider.fields]",
+    );
+    let output =
+        crate::provider_http::audit_in(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", SECRET)]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(stdout(&output).is_empty(), "no report: {}", stdout(&output));
+    assert!(
+        err.contains(&format!("GET {url}?"))
+            && err.contains(&format!("redirected to {}/v1/exports?", elsewhere.base))
+            && err.contains("another origin"),
+        "both URLs named: {err}"
+    );
+    assert!(
+        first.requests()[0].header("x-api-key") == Some(SECRET),
+        "the configured server gets the secret"
+    );
+    assert!(
+        elsewhere
+            .requests()
+            .iter()
+            .all(|request| !request.head.contains(SECRET)),
+        "the other server never gets the secret: {:?}",
+        elsewhere.requests()
+    );
+    assert!(!err.contains(SECRET));
+}
+
+/// Every run of 12 characters of `encoded`: a part of a secret's encoding long enough to
+/// carry some of the secret.
+fn pieces(encoded: &str) -> Vec<&str> {
+    (0..=encoded.len().saturating_sub(12))
+        .map(|at| &encoded[at..at + 12])
+        .collect()
+}
+
+#[test]
+fn a_401_that_echoes_the_authorization_header_shows_no_form_of_the_secret() {
+    const SECRET: &str = "canary-basic-9e2c-never-print";
+    // base64("svc:canary-basic-9e2c-never-print"), as the Authorization header carries it.
+    const ENCODED: &str = "c3ZjOmNhbmFyeS1iYXNpYy05ZTJjLW5ldmVyLXByaW50";
+    // Echoed at the start of the body, and where the shown part of the body is cut off.
+    for padding in [0, 90] {
+        let server = Scripted::start(move |request| {
+            let sent = request.header("authorization").unwrap_or("").to_string();
+            Reply::json(
+                "401 Unauthorized",
+                json!({ "detail": format!("{}{sent} is not accepted", "x".repeat(padding)) })
+                    .to_string(),
+            )
+        });
+        let scenario = crate::provider_http::listing_scenario(
+            &server.base,
+            MockPagination::Cursor,
+            "sub_windows = 1",
+        );
+        scenario.edit(
+            "onceonly.toml",
+            "[provider.fields]",
+            "[provider.auth]\nkind = \"basic\"\nuser = \"svc\"\nenv = \"ONCEONLY_TEST_PROVIDER_SECRET\"\n\n[provider.fields]",
+        );
+        let output =
+            crate::provider_http::audit_in(&scenario, &[("ONCEONLY_TEST_PROVIDER_SECRET", SECRET)]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{err}");
+        assert_eq!(
+            server.requests()[0].header("authorization"),
+            Some(format!("Basic {ENCODED}").as_str()),
+            "the test's encoding is the one sent"
+        );
+        assert!(err.contains("HTTP 401"), "{err}");
+        for text in [err.clone(), stdout(&output)] {
+            assert!(!text.contains(SECRET), "{text}");
+            for piece in pieces(ENCODED) {
+                assert!(
+                    !text.contains(piece),
+                    "{piece} of the encoding shown: {text}"
+                );
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ mod html_report;
 mod journal;
 mod listing_types;
 mod live;
+mod loopback;
 mod outputs;
 mod partitions;
 mod plan;

@@ -34,6 +34,7 @@ use crate::error::{EngineContext, Error, Location, Result};
 use crate::glob::glob_match;
 use crate::model::ATTEMPTS;
 use crate::sources::airflow_db::{AirflowRead, Filter};
+use crate::sources::http::{self, Scrubber};
 use crate::sources::retry::{Retrier, RetryPolicy, describe};
 use crate::sources::snapshot::Values;
 use crate::timestamp;
@@ -179,26 +180,26 @@ impl AirflowApi {
         self
     }
 
+    /// The configured credentials in every form requests carry them: the password as it is
+    /// (in `/auth/token`'s JSON body) and in `Basic`'s base64, the token.
+    fn scrubber(&self) -> Scrubber {
+        let mut scrubber = Scrubber::default();
+        if let Some(password) = &self.password {
+            scrubber = scrubber.basic(self.username.as_deref().unwrap_or_default(), password);
+        }
+        if let Some(token) = &self.token {
+            scrubber = scrubber.secret(token);
+        }
+        scrubber
+    }
+
     /// Removes the secrets from text that is about to be shown (a server may echo them).
     fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for secret in [&self.password, &self.token].into_iter().flatten() {
-            if !secret.is_empty() {
-                text = text.replace(secret.as_str(), "***");
-            }
-        }
-        text
+        self.scrubber().scrub(text)
     }
 
     fn error(&self, message: impl AsRef<str>) -> Error {
         Error::input(Location::source(&self.shown), self.scrub(message.as_ref()))
-    }
-
-    fn incomplete(&self, reason: impl AsRef<str>) -> Error {
-        Error::Incomplete {
-            source_name: self.shown.clone(),
-            reason: self.scrub(reason.as_ref()),
-        }
     }
 }
 
@@ -206,21 +207,20 @@ impl AirflowApi {
 /// a run is audited when one of its tries started or ended inside the activity window, and
 /// then all of its tries are read.
 pub async fn read(api: &AirflowApi, filter: &Filter) -> Result<AirflowRead> {
-    // reqwest is built without a crypto provider; https needs one installed before a client
-    // is built (an Err only means one is installed already).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
-        .connect_timeout(api.retry.timeout.min(Duration::from_secs(10)))
-        .timeout(api.retry.timeout)
-        .user_agent(concat!("onceonly/", env!("CARGO_PKG_VERSION")))
-        .build()
+    let http = http::client(&api.retry, Default::default())
         .map_err(|err| api.error(format!("cannot build an HTTP client: {}", describe(&err))))?;
     let progress = crate::progress::Line::open("attempts", &api.shown);
     // One clock and one count of retries for every request of the read.
     let retrier = Retrier::new(api.retry).reporting_to(progress.clone());
     let (version, airflow_version, warnings) = detect_version(api, &http, &retrier).await?;
     let auth = authenticate(api, &http, &retrier, version).await?;
+    // A token from /auth/token is sent with every request from now on: scrubbed as well.
+    let scrubber = match &auth {
+        Auth::Bearer(token) => api.scrubber().secret(token),
+        Auth::Basic(..) => api.scrubber(),
+    };
     let client = Client {
+        scrubber,
         retrier,
         progress: progress.clone(),
         api,
@@ -419,11 +419,14 @@ async fn detect_version(
                     vec![format!(
                         "{}: GET {url} answered {}; reading as configured (api_version)",
                         api.shown,
-                        status_text(status, &body)
+                        status_text(status, &api.scrub(&body))
                     )],
                 ));
             }
-            return Err(api.error(format!("GET {url}: {}", status_text(status, &body))));
+            return Err(api.error(format!(
+                "GET {url}: {}",
+                status_text(status, &api.scrub(&body))
+            )));
         }
         let airflow = serde_json::from_str::<Value>(&body)
             .ok()
@@ -465,7 +468,7 @@ async fn authenticate(
             if !status.is_success() {
                 return Err(api.error(format!(
                     "POST {url} as {username:?}: {}",
-                    status_text(status, &body)
+                    status_text(status, &api.scrub(&body))
                 )));
             }
             let token = serde_json::from_str::<Value>(&body)
@@ -491,6 +494,8 @@ enum Auth {
 
 struct Client<'a> {
     api: &'a AirflowApi,
+    /// The API's credentials and the session's token.
+    scrubber: Scrubber,
     retrier: Retrier,
     progress: crate::progress::Line,
     http: reqwest::Client,
@@ -499,6 +504,20 @@ struct Client<'a> {
 }
 
 impl Client<'_> {
+    fn error(&self, message: impl AsRef<str>) -> Error {
+        Error::input(
+            Location::source(&self.api.shown),
+            self.scrubber.scrub(message.as_ref()),
+        )
+    }
+
+    fn incomplete(&self, reason: impl AsRef<str>) -> Error {
+        Error::Incomplete {
+            source_name: self.api.shown.clone(),
+            reason: self.scrubber.scrub(reason.as_ref()),
+        }
+    }
+
     /// The runs of one DAG, or of every DAG whose id matches a glob.
     async fn runs(&self, version: ApiVersion, dag: Option<&str>) -> Result<Vec<Run>> {
         let literal = dag.filter(|dag| !dag.contains(['*', '?']));
@@ -514,7 +533,7 @@ impl Client<'_> {
             let at = Item {
                 page,
                 index,
-                api: self.api,
+                client: self,
             };
             let dag_id = at.text(item, "dag_id")?.ok_or_else(|| at.null("dag_id"))?;
             if dag.is_some_and(|glob| !glob_match(glob, &dag_id)) {
@@ -574,7 +593,7 @@ impl Client<'_> {
             let at = Item {
                 page,
                 index,
-                api: self.api,
+                client: self,
             };
             at.expect(item, "dag_id", &run.dag_id)?;
             at.expect(item, "dag_run_id", &run.run_id)?;
@@ -624,7 +643,7 @@ impl Client<'_> {
             let at = Item {
                 page,
                 index,
-                api: self.api,
+                client: self,
             };
             at.expect(item, "dag_id", &run.dag_id)?;
             at.expect(item, "dag_run_id", &run.run_id)?;
@@ -681,24 +700,22 @@ impl Client<'_> {
             };
             let body = self.get(&page).await?;
             let value: Value = serde_json::from_str(&body).map_err(|err| {
-                self.api
-                    .incomplete(format!("{page}: the answer is not JSON ({err})"))
+                self.incomplete(format!("{page}: the answer is not JSON ({err})"))
             })?;
             let page_total = value
                 .get("total_entries")
                 .and_then(Value::as_u64)
                 .ok_or_else(|| {
-                    self.api
-                        .incomplete(format!("{page}: no `total_entries` in the answer"))
+                    self.incomplete(format!("{page}: no `total_entries` in the answer"))
                 })?;
-            let items = value.get(key).and_then(Value::as_array).ok_or_else(|| {
-                self.api
-                    .incomplete(format!("{page}: no `{key}` list in the answer"))
-            })?;
+            let items = value
+                .get(key)
+                .and_then(Value::as_array)
+                .ok_or_else(|| self.incomplete(format!("{page}: no `{key}` list in the answer")))?;
             match total {
                 None => total = Some(page_total),
                 Some(first) if first != page_total => {
-                    return Err(self.api.incomplete(format!(
+                    return Err(self.incomplete(format!(
                         "{page}: total_entries changed from {first} to {page_total} while the listing was read; run again"
                     )));
                 }
@@ -711,7 +728,7 @@ impl Client<'_> {
             }
             let seen = entries.len() as u64;
             if seen > page_total {
-                return Err(self.api.incomplete(format!(
+                return Err(self.incomplete(format!(
                     "{page}: {seen} entries read, more than total_entries {page_total}"
                 )));
             }
@@ -719,7 +736,7 @@ impl Client<'_> {
                 return Ok(entries);
             }
             if count == 0 {
-                return Err(self.api.incomplete(format!(
+                return Err(self.incomplete(format!(
                     "{page}: the listing ended after {seen} of {page_total} entries"
                 )));
             }
@@ -740,11 +757,11 @@ impl Client<'_> {
             .retrier
             .send_text(request)
             .await
-            .map_err(|reason| self.api.incomplete(format!("{page}: {reason}")))?;
+            .map_err(|reason| self.incomplete(format!("{page}: {reason}")))?;
         if !status.is_success() {
-            return Err(self
-                .api
-                .error(format!("{page}: {}", status_text(status, &body))));
+            // Scrubbed before `status_text` cuts the detail short.
+            let body = self.scrubber.scrub(&body);
+            return Err(self.error(format!("{page}: {}", status_text(status, &body))));
         }
         Ok(body)
     }
@@ -773,12 +790,12 @@ struct Item<'a> {
     page: &'a Page,
     /// 0-based over the whole listing.
     index: usize,
-    api: &'a AirflowApi,
+    client: &'a Client<'a>,
 }
 
 impl Item<'_> {
     fn fail(&self, message: String) -> Error {
-        self.api.incomplete(format!(
+        self.client.incomplete(format!(
             "{}, entry {}: {message}",
             self.page,
             self.index + 1

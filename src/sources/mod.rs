@@ -4,6 +4,7 @@ pub mod airflow_api;
 pub mod airflow_db;
 pub mod content;
 pub mod database;
+pub mod http;
 pub mod journal_db;
 pub mod page_json;
 mod parquet_columns;

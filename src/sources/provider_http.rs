@@ -48,6 +48,7 @@ use tokio::time::Instant;
 
 use crate::error::{EngineContext, Error, Location, Result};
 use crate::model::{PROVIDER, Table};
+use crate::sources::http::{self, Scrubber};
 use crate::sources::page_json::Json;
 use crate::sources::retry::{Failure, Retrier, RetryPolicy, describe};
 use crate::sources::snapshot::{Cell, Mapping, Values, push};
@@ -211,19 +212,6 @@ pub enum Auth {
     },
 }
 
-impl Auth {
-    fn secret(&self) -> Option<&str> {
-        match self {
-            Auth::None => None,
-            Auth::Bearer(secret)
-            | Auth::Basic {
-                password: secret, ..
-            }
-            | Auth::Header { value: secret, .. } => Some(secret.0.as_str()),
-        }
-    }
-}
-
 /// A configured provider listing API (`[provider] url = …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderApi {
@@ -274,11 +262,19 @@ impl ProviderApi {
             .unwrap_or_else(|| JsonPath(vec![column.to_string()]))
     }
 
-    fn scrub(&self, text: &str) -> String {
-        match self.auth.secret() {
-            Some(secret) if !secret.is_empty() => text.replace(secret, "***"),
-            _ => text.to_string(),
+    /// The credential in every form requests carry it (the raw secret, `Basic`'s base64).
+    fn scrubber(&self) -> Scrubber {
+        match &self.auth {
+            Auth::None => Scrubber::default(),
+            Auth::Bearer(secret) | Auth::Header { value: secret, .. } => {
+                Scrubber::default().secret(&secret.0)
+            }
+            Auth::Basic { user, password } => Scrubber::default().basic(user, &password.0),
         }
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        self.scrubber().scrub(text)
     }
 
     fn incomplete(&self, reason: impl AsRef<str>) -> Error {
@@ -317,17 +313,9 @@ pub struct Listed {
 
 /// Lists every object in the window. Any failure leaves nothing: an `Incomplete` error.
 pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
-    // reqwest is built without a crypto provider; https needs one installed (Err: already is).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
-        .connect_timeout(api.retry.timeout.min(Duration::from_secs(10)))
-        .timeout(api.retry.timeout)
-        .user_agent(concat!("onceonly/", env!("CARGO_PKG_VERSION")))
-        .default_headers(auth_headers(api)?)
-        .build()
-        .map_err(|err| {
-            api.incomplete(format!("cannot build an HTTP client: {}", describe(&err)))
-        })?;
+    let http = http::client(&api.retry, auth_headers(api)?).map_err(|err| {
+        api.incomplete(format!("cannot build an HTTP client: {}", describe(&err)))
+    })?;
     let progress = crate::progress::Line::open("provider", &api.shown);
     let fetcher = Fetcher {
         api,
@@ -551,6 +539,8 @@ struct Decoder {
     items: JsonPath,
     fields: Vec<Option<JsonPath>>,
     id: JsonPath,
+    /// For the beginning of a body that is not JSON, which is shown.
+    scrubber: Scrubber,
 }
 
 impl Decoder {
@@ -562,13 +552,15 @@ impl Decoder {
                 .map(|spec| (spec.name != "raw").then(|| api.path(spec.name)))
                 .collect(),
             id: api.path("external_id"),
+            scrubber: api.scrubber(),
         }
     }
 
     /// A page's body parsed, and its objects read when the body has the array of them (a body
     /// without one is reported where the listing reads the page's objects).
     fn decode(&self, body: &[u8], label: &str) -> Result<(Value, Option<Objects>), Failure> {
-        let json = Json::parse(body).map_err(|err| Failure::Fatal(not_json(&err, body)))?;
+        let json = Json::parse(body)
+            .map_err(|err| Failure::Fatal(not_json(&err, body, &self.scrubber)))?;
         self.read(&json, label)
             .map_err(|err| Failure::Fatal(format!("reading the objects failed: {err}")))
     }
@@ -682,12 +674,13 @@ fn object_id(id: Option<&Value>, path: &JsonPath, at: impl Fn() -> Location) -> 
     }
 }
 
-/// Why a page's body is not JSON, with its size and its beginning.
-fn not_json(err: &serde_json::Error, body: &[u8]) -> String {
+/// Why a page's body is not JSON, with its size and its beginning (scrubbed before it is cut
+/// short, so that no part of an echoed secret is shown).
+fn not_json(err: &serde_json::Error, body: &[u8], scrubber: &Scrubber) -> String {
     format!(
         "the answer is not JSON ({err}; {} bytes: {})",
         body.len(),
-        snippet(body)
+        snippet(scrubber.scrub(&String::from_utf8_lossy(body)).as_bytes())
     )
 }
 
@@ -1130,6 +1123,9 @@ impl Fetcher<'_> {
                 .send()
                 .await
                 .map_err(|err| Failure::unanswered(&err))?;
+            if let Some(refused) = http::redirect_refused(url, &response) {
+                return Err(Failure::Fatal(refused));
+            }
             let status = response.status();
             let passing = Failure::passing(status, response.headers());
             let links = links(response.headers(), url);
@@ -1143,10 +1139,11 @@ impl Fetcher<'_> {
                     404 => " (is `url` the listing endpoint?)",
                     _ => "",
                 };
+                // Scrubbed before it is cut short: no part of an echoed secret is shown.
                 return Err(Failure::Fatal(format!(
                     "HTTP {}{hint}: {}",
                     crate::sources::retry::status_line(status),
-                    snippet(&body)
+                    snippet(api.scrub(&String::from_utf8_lossy(&body)).as_bytes())
                 )));
             }
             // Parsed on a thread of the blocking pool, so that the next requests go out and
@@ -1286,8 +1283,12 @@ fn no_items(api: &ProviderApi, body: &Value, label: &str) -> Error {
 /// the fuzzer (fuzz/fuzz_targets/provider_page.rs) can drive it directly.
 pub fn parse_page(api: &ProviderApi, body: &[u8], window: Window) -> Result<DataFrame> {
     let label = "page 1".to_string();
-    let json = Json::parse(body)
-        .map_err(|err| api.incomplete(format!("{label}: {}", not_json(&err, body))))?;
+    let json = Json::parse(body).map_err(|err| {
+        api.incomplete(format!(
+            "{label}: {}",
+            not_json(&err, body, &api.scrubber())
+        ))
+    })?;
     let (body, objects) = Decoder::new(api).read(&json, &label)?;
     let objects = objects.ok_or_else(|| no_items(api, &body, &label))?;
     let pages = [Page { label, objects }];
@@ -1350,10 +1351,10 @@ fn frame(
     }
     crate::timing::phase("read:provider:dedup", started);
     for (id, earlier) in &changed {
-        coverage.warnings.push(format!(
+        coverage.warnings.push(api.scrub(&format!(
             "{}: object {id} changed while the listing was read (first seen on {earlier}); the later copy is used",
             api.shown
-        ));
+        )));
     }
 
     // Where each page's rows start among all pages' rows.

@@ -5,7 +5,8 @@
 //! `Retry-After` when it gives one (delay-seconds, or an HTTP date in any of the three forms
 //! RFC 9110 allows), else exponential backoff with jitter. It gives up after `retries` more
 //! tries, or as soon as a wait would pass the read's `deadline`; the reason then says which,
-//! so an incomplete read names what ran out.
+//! so an incomplete read names what ran out. A wait is the server's to choose, so it is only
+//! ever compared with the time left (no `Retry-After`, however large, is added to a clock).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -14,7 +15,11 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use tokio::time::Instant;
 
 use crate::progress::Line;
+use crate::sources::http::redirect_refused;
 use crate::timestamp::format_wait;
+
+/// Thirty years: the deadline of a read whose configured one the clock cannot hold.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 86_400);
 
 /// How hard a source tries: configured per source (`[provider]`, `[airflow]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,9 +78,13 @@ pub struct Retrier {
 impl Retrier {
     /// Starts the read's clock.
     pub fn new(policy: RetryPolicy) -> Retrier {
+        let now = Instant::now();
         Retrier {
             policy,
-            deadline: Instant::now() + policy.deadline,
+            // A deadline past what the clock can hold is as good as none.
+            deadline: now
+                .checked_add(policy.deadline)
+                .unwrap_or_else(|| now + FAR_FUTURE),
             retries: AtomicUsize::new(0),
             seed: AtomicU64::new(seed()),
             progress: Line::default(),
@@ -111,7 +120,7 @@ impl Retrier {
                 return Err(format!("{reason}; gave up after {} tries", tries + 1));
             }
             let wait = after.unwrap_or_else(|| self.backoff(tries));
-            if Instant::now() + wait > self.deadline {
+            if !self.fits(wait) {
                 return Err(format!(
                     "{reason}; waiting {} more would pass the deadline of {} (deadline)",
                     format_wait(wait),
@@ -126,6 +135,11 @@ impl Retrier {
         }
     }
 
+    /// Whether waiting `wait` from now ends by the deadline.
+    pub fn fits(&self, wait: Duration) -> bool {
+        wait <= self.deadline.saturating_duration_since(Instant::now())
+    }
+
     /// One request whose whole answer is wanted as text (`request` builds it afresh for each
     /// try): its status and body once the status is not one that may pass, within the
     /// deadline. A status such as 401 or 404 is the caller's to judge.
@@ -135,10 +149,16 @@ impl Retrier {
     ) -> Result<(reqwest::StatusCode, String), String> {
         self.run(|| async {
             let exchange = async {
-                let response = request()
-                    .send()
+                let (client, request) = request().build_split();
+                let request = request.map_err(|err| Failure::Fatal(describe(&err)))?;
+                let asked = request.url().clone();
+                let response = client
+                    .execute(request)
                     .await
                     .map_err(|err| Failure::unanswered(&err))?;
+                if let Some(refused) = redirect_refused(&asked, &response) {
+                    return Err(Failure::Fatal(refused));
+                }
                 let status = response.status();
                 let passing = Failure::passing(status, response.headers());
                 let body = response
@@ -259,6 +279,31 @@ mod tests {
         );
         assert_eq!(retry_after("soon"), None);
         assert_eq!(retry_after("-5"), None);
+    }
+
+    #[test]
+    fn a_wait_past_any_clock_is_read_and_never_fits() {
+        assert_eq!(
+            retry_after("18446744073709551615"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        let policy = RetryPolicy {
+            retries: 1,
+            backoff: Duration::from_millis(1),
+            timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(60),
+        };
+        let retrier = Retrier::new(policy);
+        assert!(retrier.fits(Duration::from_secs(1)));
+        assert!(!retrier.fits(Duration::from_secs(61)));
+        assert!(!retrier.fits(Duration::MAX));
+        // A configured deadline the clock cannot hold is as good as none.
+        let endless = Retrier::new(RetryPolicy {
+            deadline: Duration::MAX,
+            ..policy
+        });
+        assert!(endless.fits(Duration::from_secs(86_400 * 365)));
+        assert!(!endless.fits(Duration::MAX));
     }
 
     #[test]
