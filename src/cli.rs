@@ -20,6 +20,10 @@ pub struct Cli {
     /// Show no progress on stderr (it is shown only when stderr is a terminal).
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// Colour severities in terminal text: auto (when stdout is a terminal and NO_COLOR is not
+    /// set), always or never.
+    #[arg(long, value_enum, default_value = "auto", global = true)]
+    pub color: crate::render::style::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]

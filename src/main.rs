@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         onceonly::memory::configure_allocator();
     }
     onceonly::progress::install(onceonly::progress::Mode::from_environment(cli.quiet));
+    render::style::configure(cli.color);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

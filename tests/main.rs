@@ -33,5 +33,6 @@ mod scheduled_dag;
 mod schemas;
 mod skip;
 mod synth;
+mod terminal;
 mod trace;
 mod ttl_risk;

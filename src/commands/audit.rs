@@ -81,7 +81,10 @@ pub fn write(
             plan.zip(outputs.plan.as_deref())
                 .map(|(plan, path)| (path, plan_text(path, plan)))
         },
-        || render::render(report, outputs.format, verdicts),
+        || match outputs.output {
+            Some(_) => render::render_for_file(report, outputs.format, verdicts),
+            None => render::render(report, outputs.format, verdicts),
+        },
     );
     if let Some(plan) = plan {
         if let Some((path, text)) = plan_file {

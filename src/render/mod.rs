@@ -5,6 +5,7 @@ pub mod html;
 mod markdown;
 pub mod metrics;
 pub mod plan;
+pub mod style;
 mod table;
 pub mod timeline;
 pub mod trace;
@@ -19,7 +20,10 @@ use crate::report::Report;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// One line per finding, grouped by interval, at the terminal's width.
     Table,
+    /// Every finding's every field, in a table.
+    Full,
     Json,
     Ndjson,
     Csv,
@@ -32,7 +36,8 @@ pub enum Format {
 /// by the HTML page, for its picture of the intervals: other formats are rendered without it.
 pub fn render(report: &Report, format: Format, verdicts: Option<&DataFrame>) -> Result<String> {
     Ok(match format {
-        Format::Table => table::render(report),
+        Format::Table => table::concise(report, style::Style::current()),
+        Format::Full => table::render(report),
         Format::Json => {
             let mut out = serde_json::to_string_pretty(report).expect("a report always serializes");
             out.push('\n');
@@ -43,6 +48,24 @@ pub fn render(report: &Report, format: Format, verdicts: Option<&DataFrame>) -> 
         Format::Markdown => markdown::render(report),
         Format::Html => html::page(report, &html::Intervals::of(verdicts_kept(verdicts)?)?),
     })
+}
+
+/// The report in `format` for a file: as [`render`], never coloured.
+pub fn render_for_file(
+    report: &Report,
+    format: Format,
+    verdicts: Option<&DataFrame>,
+) -> Result<String> {
+    match format {
+        Format::Table => Ok(table::concise(
+            report,
+            style::Style {
+                color: false,
+                ..style::Style::current()
+            },
+        )),
+        other => render(report, other, verdicts),
+    }
 }
 
 /// The verdicts frame an output that shows verdicts was given; an error, not a page or file
