@@ -31,6 +31,9 @@ pub struct Baseline {
     pub persisting: usize,
     /// The earlier report's findings that are no longer reported, as that report had them.
     pub resolved: Vec<serde_json::Value>,
+    /// The earlier report's findings of rules this audit did not run (`--rule`, or a rule
+    /// skipped on these inputs): neither resolved nor persisting, as nothing checked them.
+    pub not_checked: usize,
 }
 
 /// What the report is about, so nobody reads "no findings" over data that was not there.
@@ -120,9 +123,20 @@ impl Report {
 
     /// Marks every finding `new` or `persisting` against an earlier report's findings (by
     /// id) and lists the earlier ones no longer reported.
-    pub fn compare(&mut self, file: &str, earlier: Vec<serde_json::Value>) {
+    /// Marks each finding new or persisting against `earlier` (an earlier report's findings)
+    /// and lists the resolved ones. `rules` are the codes the audit ran (empty: every rule);
+    /// an earlier finding of a rule that did not run, or was skipped, is not resolved.
+    pub fn compare(&mut self, file: &str, earlier: Vec<serde_json::Value>, rules: &[String]) {
         let id =
             |finding: &serde_json::Value| finding["id"].as_str().unwrap_or_default().to_string();
+        let skipped: Vec<&str> = self.coverage.rules_skipped.iter().map(|r| r.code).collect();
+        let checked = |finding: &serde_json::Value| {
+            let code = finding["code"].as_str().unwrap_or_default();
+            (rules.is_empty() || rules.iter().any(|rule| rule.eq_ignore_ascii_case(code)))
+                && !skipped.contains(&code)
+        };
+        let (earlier, unchecked): (Vec<serde_json::Value>, Vec<serde_json::Value>) =
+            earlier.into_iter().partition(|finding| checked(finding));
         let known: std::collections::BTreeSet<String> = earlier.iter().map(id).collect();
         let current: std::collections::BTreeSet<String> =
             self.findings.iter().map(|f| f.id.clone()).collect();
@@ -146,6 +160,7 @@ impl Report {
             new,
             persisting,
             resolved,
+            not_checked: unchecked.len(),
         });
     }
 }

@@ -633,3 +633,73 @@ fn plan_check_refuses_what_it_cannot_check() {
         stderr(&output)
     );
 }
+
+/// `--rule D001 --baseline full.json`: the other rules' earlier findings were not checked, so
+/// they are not resolved; they are counted as `not_checked`.
+#[test]
+fn a_baseline_finding_of_a_rule_that_did_not_run_is_not_resolved() {
+    let scenario = Scenario::copy_of("demo");
+    let baseline = scenario.path("full.json");
+    scenario.audit(&["--format", "json", "--output", baseline.to_str().unwrap()]);
+    let full = json(&std::fs::read(&baseline).unwrap());
+    let total = full["findings"].as_array().unwrap().len();
+    let d001 = full["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "D001")
+        .count();
+    assert!(d001 > 0 && d001 < total, "{d001} of {total}");
+    let output = scenario.audit(&[
+        "--format",
+        "json",
+        "--rule",
+        "D001",
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    let report = json(&output.stdout);
+    assert_eq!(report["baseline"]["persisting"], d001);
+    assert_eq!(report["baseline"]["resolved"], serde_json::json!([]));
+    assert_eq!(report["baseline"]["not_checked"], total - d001);
+}
+
+/// The terminal and markdown reports say what the baseline says: each finding's mark and the
+/// counts of new, persisting, resolved and unchecked findings.
+#[test]
+fn the_table_and_markdown_show_the_baseline() {
+    let scenario = Scenario::copy_of("demo");
+    let baseline = scenario.path("full.json");
+    scenario.audit(&["--format", "json", "--output", baseline.to_str().unwrap()]);
+    for format in ["table", "markdown"] {
+        let output = scenario.audit(&[
+            "--format",
+            format,
+            "--rule",
+            "D001",
+            "--baseline",
+            baseline.to_str().unwrap(),
+        ]);
+        let text = String::from_utf8(output.stdout).unwrap();
+        let report = json(
+            &scenario
+                .audit(&[
+                    "--format",
+                    "json",
+                    "--rule",
+                    "D001",
+                    "--baseline",
+                    baseline.to_str().unwrap(),
+                ])
+                .stdout,
+        );
+        let counts = format!(
+            ": {} new, {} persisting, 0 resolved, {} not checked",
+            report["baseline"]["new"],
+            report["baseline"]["persisting"],
+            report["baseline"]["not_checked"]
+        );
+        assert!(text.contains(&counts), "{format}: {text}");
+        assert!(text.contains("persisting"), "{format}: {text}");
+    }
+}

@@ -38,7 +38,7 @@ pub fn run(
     };
     if let Some(path) = baseline {
         let earlier = engine::earlier_findings(path)?;
-        report.compare(&path.display().to_string(), earlier);
+        report.compare(&path.display().to_string(), earlier, &merged.scope.rules);
     }
     audit::write(
         config,

@@ -297,7 +297,11 @@ fn audit_with(
         baseline: None,
     };
     if let Some(path) = &options.baseline {
-        report.compare(&path.display().to_string(), earlier_findings(path)?);
+        report.compare(
+            &path.display().to_string(),
+            earlier_findings(path)?,
+            &options.rules,
+        );
     }
     if let Some(out) = &options.partition_out {
         partition::write(

@@ -1,6 +1,6 @@
 //! Markdown for tickets and incident notes.
 
-use super::{coverage_lines, summary_line};
+use super::{baseline_line, coverage_lines, summary_line};
 use crate::report::Report;
 
 pub fn render(report: &Report) -> String {
@@ -17,8 +17,12 @@ pub fn render(report: &Report) -> String {
         );
         for finding in &report.findings {
             out.push_str(&format!(
-                "| {} | {} {} | {} | {} | {} | {} |\n",
+                "| {}{} | {} {} | {} | {} | {} | {} |\n",
                 finding.severity,
+                finding
+                    .baseline
+                    .map(|mark| format!(" ({mark})"))
+                    .unwrap_or_default(),
                 finding.code,
                 finding.rule,
                 escape(finding.dag_id.as_deref().unwrap_or("-")),
@@ -32,6 +36,9 @@ pub fn render(report: &Report) -> String {
         "\n## Summary\n\n{}\n",
         escape(&summary_line(report))
     ));
+    if let Some(line) = baseline_line(report) {
+        out.push_str(&format!("\n{}\n", escape(&line)));
+    }
     out
 }
 

@@ -222,6 +222,23 @@ fn coverage_lines(report: &Report) -> Vec<String> {
     lines
 }
 
+/// Against `--baseline`: how many findings are new, persisting and resolved, and how many
+/// earlier ones went unchecked; None without a baseline.
+fn baseline_line(report: &Report) -> Option<String> {
+    let baseline = report.baseline.as_ref()?;
+    let unchecked = match baseline.not_checked {
+        0 => String::new(),
+        n => format!(", {n} not checked (their rules did not run)"),
+    };
+    Some(format!(
+        "against {}: {} new, {} persisting, {} resolved{unchecked}",
+        baseline.file,
+        baseline.new,
+        baseline.persisting,
+        baseline.resolved.len()
+    ))
+}
+
 fn summary_line(report: &Report) -> String {
     let summary = &report.summary;
     if summary.findings == 0 {

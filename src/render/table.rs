@@ -3,7 +3,7 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
 
-use super::{coverage_lines, summary_line, terminal_safe};
+use super::{baseline_line, coverage_lines, summary_line, terminal_safe};
 use crate::report::Report;
 
 /// A table for a terminal, as every text output draws one: box-drawing lines, cells wrapped so
@@ -125,6 +125,10 @@ pub fn concise(report: &Report, style: super::style::Style) -> String {
     }
     out.push_str(&terminal_safe(&summary_line(report)));
     out.push('\n');
+    if let Some(line) = baseline_line(report) {
+        out.push_str(&terminal_safe(&line));
+        out.push('\n');
+    }
     if let Some(((Some(dag), Some(interval)), _)) = incidents.first() {
         let start = interval.split('/').next().unwrap_or(interval);
         out.push_str(&wrap(
@@ -211,6 +215,10 @@ pub fn render(report: &Report) -> String {
     }
     out.push_str(&terminal_safe(&summary_line(report)));
     out.push('\n');
+    if let Some(line) = baseline_line(report) {
+        out.push_str(&terminal_safe(&line));
+        out.push('\n');
+    }
     out
 }
 
