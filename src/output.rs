@@ -194,33 +194,43 @@ impl Staged {
         permissions: Option<std::fs::Permissions>,
         shown: &str,
     ) -> Result<Staged> {
-        let name = target
+        // At most 200 bytes of the target's name, so that the temporary name stays within
+        // the 255 bytes a file name may have however long the target's is.
+        let mut name = target
             .file_name()
             .map(|name| name.to_string_lossy().to_string())
             .unwrap_or_default();
+        while name.len() > 200 {
+            name.pop();
+        }
         let folder = target.parent().unwrap_or(Path::new(""));
         let mut attempts = 0;
-        let (mut file, temporary) = loop {
+        let (mut file, staged) = loop {
             let temporary = folder.join(format!(".{name}.{}.tmp", random_hex()));
+            // Named for the signal handler before it is made, so that no signal finds it
+            // made and not named; a name that turns out taken is forgotten again.
+            let staged = Staged {
+                slot: register(&temporary),
+                temporary,
+                target: target.to_path_buf(),
+                shown: shown.to_string(),
+            };
             let opened = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o666)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&temporary);
+                .open(&staged.temporary);
             match opened {
-                Ok(file) => break (file, temporary),
-                Err(err) if err.kind() == ErrorKind::AlreadyExists && attempts < 16 => {
+                Ok(file) => break (file, staged),
+                Err(err) => {
+                    unregister(staged.slot);
+                    if err.kind() != ErrorKind::AlreadyExists || attempts == 16 {
+                        return Err(Error::io(shown, err));
+                    }
                     attempts += 1;
                 }
-                Err(err) => return Err(Error::io(shown, err)),
             }
-        };
-        let staged = Staged {
-            slot: register(&temporary),
-            temporary,
-            target: target.to_path_buf(),
-            shown: shown.to_string(),
         };
         let written = file.write_all(bytes).and_then(|()| match permissions {
             Some(permissions) => file.set_permissions(permissions),
@@ -558,6 +568,11 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+
+        // A name as long as a file's name may be, with a temporary file of its own.
+        let long = dir.path().join("reports").join("n".repeat(255));
+        file(&long, b"{}").unwrap();
+        assert_eq!(std::fs::read(&long).unwrap(), b"{}");
 
         let refused = file(&dir.path().join("reports"), b"{}").unwrap_err();
         assert!(refused.to_string().contains("is a directory"), "{refused}");
