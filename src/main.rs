@@ -22,6 +22,10 @@ fn main() -> ExitCode {
     }
     onceonly::progress::install(onceonly::progress::Mode::from_environment(cli.quiet));
     render::style::configure(cli.color);
+    // The mock provider ends on Ctrl-C by its own handler; every other command writes files.
+    if !matches!(cli.command, Command::MockProvider(_)) {
+        output::remove_temporaries_on_signal();
+    }
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
@@ -320,6 +324,12 @@ fn run_trace(args: &onceonly::cli::TraceArgs) -> Result<u8> {
         _ => return Err(Error::usage("trace", "give --interval, --run-id or --key")),
     };
     let config = Config::load(&args.config)?;
+    if let Some(path) = &args.html {
+        output::check(
+            &audit::config_inputs(&config),
+            &[("--html".to_string(), path.as_path())],
+        )?;
+    }
     let trace = trace::run(&config, &args.dag, &selector)?;
     if let Some(path) = &args.html {
         output::file(path, render::timeline::html(&trace).as_bytes())?;

@@ -1,9 +1,12 @@
 //! Every file output (`--output`, `--plan`, `--sql`, `--metrics`, `--verdicts`, trace's
 //! `--html`, `--save-snapshot`) is written as the kind of file its path names: a regular file
 //! atomically, a symbolic link's target with the link kept, a FIFO or character device in
-//! place (never replaced by a regular file), `-` to stdout.
+//! place (never replaced by a regular file), `-` to stdout. An output that is an input or
+//! another output is refused before anything is read; the temporary files are never reached
+//! through a planted link; a failed or stopped run leaves the earlier files as they were.
 
 use std::ffi::CString;
+use std::io::{BufRead, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -267,4 +270,303 @@ fn a_dash_is_stdout() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&report(&scenario, &[]))
     );
+}
+
+/// The report's companions of an audit into `dir`, each flag with its file.
+const COMPANIONS: [(&str, &str); 6] = [
+    ("--output", "report.json"),
+    ("--plan", "plan.json"),
+    ("--sql", "repair.sql"),
+    ("--metrics", "metrics.prom"),
+    ("--verdicts", "verdicts.ndjson"),
+    ("--html", "page.html"),
+];
+
+/// `flag path` for every companion of [`COMPANIONS`] in `dir`.
+fn companion_flags(dir: &Path) -> Vec<String> {
+    COMPANIONS
+        .iter()
+        .flat_map(|(flag, name)| [flag.to_string(), dir.join(name).display().to_string()])
+        .collect()
+}
+
+/// Every file of `dir` (not links) with its bytes, by name.
+fn contents(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect()
+}
+
+/// Yesterday's files of every companion in `dir`, to be left alone by a run that fails.
+fn earlier_night(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (_, name) in COMPANIONS {
+        std::fs::write(dir.join(name), format!("yesterday's {name}\n")).unwrap();
+    }
+}
+
+#[test]
+fn an_output_that_is_an_input_or_another_output_is_refused_before_reading() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let config = scenario.config();
+    let inputs = [
+        "journal.db",
+        "airflow.db",
+        "onceonly.toml",
+        "provider.ndjson",
+    ];
+    std::os::unix::fs::symlink("journal.db", scenario.path("latest")).unwrap();
+    let before = contents(scenario.dir.path());
+    let refused = |args: &[String], flag: &str, names: &[&str]| {
+        let mut all = vec!["audit", "--config", config.to_str().unwrap()];
+        all.extend(args.iter().map(String::as_str));
+        let output = onceonly(&all);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let message = stderr(&output);
+        assert!(message.contains(&format!("{flag}:")), "{args:?}: {message}");
+        for name in names {
+            assert!(
+                message.contains(name),
+                "{args:?} names no {name}: {message}"
+            );
+        }
+        assert!(!message.contains("panicked"), "{message}");
+    };
+    for (flag, _) in COMPANIONS {
+        for input in inputs {
+            let at = scenario.path(input).display().to_string();
+            refused(&[flag.to_string(), at], flag, &[input]);
+        }
+    }
+    // Through a symbolic link, and an output written twice under two spellings of a file
+    // not made yet.
+    std::fs::create_dir(scenario.path("out")).unwrap();
+    let link = scenario.path("latest").display().to_string();
+    refused(
+        &["--plan".into(), link],
+        "--plan",
+        &["latest", "journal.db"],
+    );
+    let dir = scenario.dir.path().display().to_string();
+    refused(
+        &[
+            "--verdicts".into(),
+            format!("{dir}/tonight.json"),
+            "--plan".into(),
+            format!("{dir}/./out/../tonight.json"),
+        ],
+        "--plan",
+        &["--verdicts", "tonight.json"],
+    );
+    // Refused before the sources are read: a provider file that cannot be read is not reached.
+    scenario.write("provider.ndjson", "{ not json\n");
+    let at = scenario.path("airflow.db").display().to_string();
+    refused(
+        &["--metrics".into(), at],
+        "--metrics",
+        &["airflow.db", "[airflow]"],
+    );
+    let mut after = contents(scenario.dir.path());
+    after.insert("provider.ndjson".into(), before["provider.ndjson"].clone());
+    assert_eq!(after, before, "a refused run changed the scenario's files");
+}
+
+/// Runs `onceonly args` in a shell that prints its process id and waits for a line on stdin
+/// before it becomes onceonly (keeping its id): `plant` gets the id first.
+fn with_known_pid(args: &[String], plant: impl FnOnce(u32)) -> Output {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("echo $$; read go; exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_onceonly"))
+        .args(args)
+        .env_remove("ONCEONLY_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    plant(line.trim().parse().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn links_planted_at_predictable_temporary_names_are_never_followed() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let out = scenario.path("out");
+    earlier_night(&out);
+    std::fs::write(scenario.path("victim"), "precious\n").unwrap();
+    let config = scenario.config().display().to_string();
+    let mut args: Vec<String> = ["audit", "--config", &config, "--format", "json"]
+        .map(String::from)
+        .to_vec();
+    args.extend(companion_flags(&out));
+    let mut planted = Vec::new();
+    let output = with_known_pid(&args, |pid| {
+        // The names temporary files had: `.NAME.PID.tmp` beside each output. Half point at a
+        // file that exists, half at one that does not.
+        for (n, (_, name)) in COMPANIONS.iter().enumerate() {
+            let link = out.join(format!(".{name}.{pid}.tmp"));
+            let target = if n % 2 == 0 {
+                scenario.path("victim")
+            } else {
+                scenario.path(&format!("made-through-{name}"))
+            };
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            planted.push((link, target));
+        }
+    });
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(
+        scenario.read("victim"),
+        "precious\n",
+        "a planted link was written through"
+    );
+    for (link, target) in &planted {
+        let metadata = std::fs::symlink_metadata(link).unwrap();
+        assert!(
+            metadata.file_type().is_symlink(),
+            "{} was replaced",
+            link.display()
+        );
+        assert_eq!(&std::fs::read_link(link).unwrap(), target);
+        if !target.ends_with("victim") {
+            assert!(
+                !target.exists(),
+                "{} was made through a link",
+                target.display()
+            );
+        }
+    }
+    for (_, name) in COMPANIONS {
+        let metadata = std::fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(metadata.is_file(), "{name} is not a regular file");
+        let text = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(!text.starts_with("yesterday"), "{name} was not written");
+    }
+    assert_eq!(
+        std::fs::read(out.join("report.json")).unwrap(),
+        report(&scenario, &[])
+    );
+}
+
+/// The temporary files (`.NAME....tmp`) left in `dir`.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|name| name.starts_with('.') && name.ends_with(".tmp"))
+        .collect()
+}
+
+#[test]
+fn a_failed_run_writes_none_of_its_files() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let out = scenario.path("out");
+    earlier_night(&out);
+    let before = contents(&out);
+    let config = scenario.config();
+    // Every companion in `out`, the metrics at `metrics`.
+    let failed = |metrics: &str, names: &str| {
+        let mut args = vec!["audit".to_string(), "--config".into()];
+        args.push(config.display().to_string());
+        let mut flags = companion_flags(&out);
+        let at = flags.iter().position(|flag| flag == "--metrics").unwrap();
+        flags[at + 1] = metrics.to_string();
+        args.extend(flags);
+        let more = [metrics];
+        let all: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = onceonly(&all);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{more:?}: {}",
+            stderr(&output)
+        );
+        assert!(stderr(&output).contains(names), "{}", stderr(&output));
+        assert_eq!(
+            contents(&out),
+            before,
+            "{more:?}: the earlier files changed"
+        );
+        assert_eq!(temporaries(&out), Vec::<String>::new(), "{more:?}");
+    };
+    // A folder that does not exist: refused before the audit.
+    let missing = scenario.path("missing/metrics.prom").display().to_string();
+    failed(&missing, "missing");
+    // A device that takes no bytes: the metrics fail while being written, after the
+    // verdicts, the plan and the SQL were made.
+    if Path::new("/dev/full").exists() {
+        failed("/dev/full", "/dev/full");
+    }
+    // A --sql for a journal that is no database: refused before the audit.
+    let rules = Scenario::of_rules("D001");
+    let out = rules.path("out");
+    earlier_night(&out);
+    let before = contents(&out);
+    let mut args = vec!["audit".to_string(), "--config".into()];
+    args.push(rules.config().display().to_string());
+    args.extend(companion_flags(&out));
+    let all: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = onceonly(&all);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--sql"), "{}", stderr(&output));
+    assert_eq!(contents(&out), before, "the earlier files changed");
+}
+
+#[test]
+fn a_run_stopped_by_a_signal_removes_its_temporary_files_and_keeps_the_earlier_ones() {
+    let (_dir, synthesized) =
+        crate::scenario::synthesized("30000", "3", "7", "L001=0.02,D001=0.02");
+    let synthesized = PathBuf::from(synthesized);
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let out = synthesized.join(format!("out-{signal}"));
+        earlier_night(&out);
+        let before = contents(&out);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_onceonly"))
+            .args(["audit", "--format", "json", "--config"])
+            .arg(synthesized.join("onceonly.toml"))
+            .arg("--from-snapshot")
+            .arg(&synthesized)
+            .args(companion_flags(&out))
+            .env_remove("ONCEONLY_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Signalled as soon as the first temporary file is there: mid-write.
+        let started = Instant::now();
+        let seen = loop {
+            if !temporaries(&out).is_empty() {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() || started.elapsed() > Duration::from_secs(120) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let output = child.wait_with_output().unwrap();
+        assert!(seen, "no temporary file was seen: {}", stderr(&output));
+        assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
+        assert_eq!(contents(&out), before, "the earlier files changed");
+        assert_eq!(temporaries(&out), Vec::<String>::new(), "left behind");
+    }
 }

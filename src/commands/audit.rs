@@ -44,6 +44,14 @@ impl Outputs {
 /// Audits and writes the results; the report, to tell the exit code.
 pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result<Report> {
     let started = std::time::Instant::now();
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(path) = &options.baseline {
+        inputs.push(("--baseline".to_string(), path.clone()));
+    }
+    if let Some(folder) = &options.from_snapshot {
+        inputs.extend(folder_inputs("--from-snapshot's", folder));
+    }
+    check(config, outputs, inputs)?;
     let options = AuditOptions {
         without_verdicts_frame: !outputs.show_verdicts(),
         ..options.clone()
@@ -58,9 +66,90 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     Ok(report)
 }
 
+/// Refuses, before anything is read, what the outputs could not be or would destroy: a `--sql`
+/// with a journal that is no database, an output whose folder does not exist or that is a
+/// directory, and an output that is an input, the config or another output of the run
+/// ([`output::check`]). `inputs` are the run's inputs besides the config's sources (a
+/// baseline, a snapshot's files, merge's parts' files).
+pub fn check(config: &Config, outputs: &Outputs, inputs: Vec<(String, PathBuf)>) -> Result<()> {
+    if outputs.sql.is_some() {
+        sql_dialect(config)?;
+    }
+    let mut read = config_inputs(config);
+    read.extend(inputs);
+    let written: Vec<(String, &Path)> = [
+        ("--output", &outputs.output),
+        ("--html", &outputs.html),
+        ("--verdicts", &outputs.verdicts),
+        ("--plan", &outputs.plan),
+        ("--sql", &outputs.sql),
+        ("--metrics", &outputs.metrics),
+    ]
+    .into_iter()
+    .filter_map(|(flag, path)| Some((flag.to_string(), path.as_deref()?)))
+    .collect();
+    output::check(&read, &written)
+}
+
+/// The files a config names: itself, and each source that is a file (a snapshot, an SQLite
+/// database), by what the run calls them.
+pub fn config_inputs(config: &Config) -> Vec<(String, PathBuf)> {
+    fn file(source: &Source) -> Option<&Path> {
+        match source {
+            Source::Snapshot(path) => Some(path),
+            Source::Database(database) => database.sqlite_path.as_deref(),
+            _ => None,
+        }
+    }
+    let mut inputs = vec![("the config".to_string(), config.path.clone())];
+    for (what, source) in [
+        ("[airflow]'s file", &config.attempts),
+        ("[journal]'s file", &config.journal.source),
+        ("[provider]'s file", &config.provider.source),
+    ] {
+        if let Some(path) = file(source) {
+            inputs.push((what.to_string(), path.to_path_buf()));
+        }
+    }
+    inputs
+}
+
+/// The files of a snapshot or partition folder a run reads (`manifest.json`,
+/// `partition.json`, `*.parquet`), named `what` and their path; none when it cannot be listed
+/// (reading it says why).
+pub fn folder_inputs(what: &str, folder: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            name == crate::sources::saved::MANIFEST
+                || name == crate::partition::merge::RESULT_FILE
+                || name.ends_with(".parquet")
+        })
+        .map(|path| (what.to_string(), path))
+        .collect()
+}
+
+/// The journal's SQL dialect, which a `--sql` script is written in.
+fn sql_dialect(config: &Config) -> Result<crate::sources::database::Dialect> {
+    match &config.journal.source {
+        Source::Database(database) => Ok(database.dialect),
+        _ => Err(Error::usage(
+            "--sql",
+            "the journal is a snapshot file; a SQL script needs [journal] url and table",
+        )),
+    }
+}
+
 /// Writes an audit's (or a merge's) results where `outputs` says; `started` is when the audit
 /// began, for the metrics' duration. `verdicts` is the verdicts frame, which the outputs that
-/// show verdicts ([`Outputs::show_verdicts`]) need.
+/// show verdicts ([`Outputs::show_verdicts`]) need. The files are written as one
+/// [`output::Batch`]: each to a temporary file as it is made, all renamed over the earlier
+/// ones at the end, so an error on the way leaves every earlier file as it was.
 pub fn write(
     config: &Config,
     outputs: &Outputs,
@@ -71,8 +160,10 @@ pub fn write(
 ) -> Result<()> {
     let rendering = std::time::Instant::now();
     let verdicts = verdicts.as_ref();
+    let mut files = output::Batch::new();
     if let Some(path) = &outputs.verdicts {
-        output::write_verdicts(path, render::verdicts_kept(verdicts)?)?;
+        let bytes = output::verdicts_bytes(path, render::verdicts_kept(verdicts)?)?;
+        files.add(path, &bytes)?;
     }
     // The plan's text and the report's are made side by side (the larger outputs of an audit
     // with a plan), and written in the order below.
@@ -88,36 +179,28 @@ pub fn write(
     );
     if let Some(plan) = plan {
         if let Some((path, text)) = plan_file {
-            output::file(path, text.as_bytes())?;
+            files.add(path, text.as_bytes())?;
         }
         if let Some(path) = &outputs.sql {
-            let dialect = match &config.journal.source {
-                Source::Database(database) => database.dialect,
-                _ => {
-                    return Err(Error::usage(
-                        "--sql",
-                        "the journal is a snapshot file; a SQL script needs [journal] url and table",
-                    ));
-                }
-            };
-            output::file(
-                path,
-                crate::plan::sql::script(plan, &config.journal, dialect)?.as_bytes(),
-            )?;
+            let script = crate::plan::sql::script(plan, &config.journal, sql_dialect(config)?)?;
+            files.add(path, script.as_bytes())?;
         }
     }
     if let Some(path) = &outputs.metrics {
         let metrics = render::metrics::render(report, started.elapsed().as_secs_f64());
-        output::file(path, metrics.as_bytes())?;
+        files.add(path, metrics.as_bytes())?;
     }
     if let Some(path) = &outputs.html {
         let page = render::render(report, Format::Html, verdicts)?;
-        output::file(path, page.as_bytes())?;
+        files.add(path, page.as_bytes())?;
     }
     let text = text?;
-    match &outputs.output {
-        Some(path) => output::file(path, text.as_bytes())?,
-        None => output::stdout(&text)?,
+    if let Some(path) = &outputs.output {
+        files.add(path, text.as_bytes())?;
+    }
+    files.commit()?;
+    if outputs.output.is_none() {
+        output::stdout(&text)?;
     }
     crate::timing::phase("render", rendering);
     if outputs.format == Format::Table && outputs.output.is_none() {

@@ -21,6 +21,14 @@ pub fn run(
     outputs: &Outputs,
 ) -> Result<Report> {
     let started = std::time::Instant::now();
+    let mut inputs: Vec<(String, PathBuf)> = parts
+        .iter()
+        .flat_map(|part| audit::folder_inputs("a part's", part))
+        .collect();
+    if let Some(path) = baseline {
+        inputs.push(("--baseline".to_string(), path.to_path_buf()));
+    }
+    audit::check(config, outputs, inputs)?;
     let wants_plan = outputs.plan.is_some() || outputs.sql.is_some();
     let merged = merge::merge(parts, wants_plan)?;
     let mut report = merged.report;
