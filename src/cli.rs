@@ -166,6 +166,10 @@ pub struct AuditArgs {
     /// Where the report and its companions go, and when the exit code is 1.
     #[command(flatten)]
     pub report: ReportArgs,
+    /// Accept an audit whose scope holds no try of an operation task (exit 0) instead of
+    /// refusing it (exit 2). A --dag or [[operation]] that matches nothing is refused still.
+    #[arg(long)]
+    pub allow_empty: bool,
     /// With --from-snapshot of a part made by `onceonly split`: also write what `onceonly
     /// merge` needs into DIR.
     #[arg(long, value_name = "DIR", requires = "from_snapshot")]

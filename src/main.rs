@@ -156,6 +156,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         provider_window: None,
         partition_out: None,
         without_verdicts_frame: false,
+        allow_empty: args.allow_empty,
     };
     if let (Some(out), Some(dir)) = (&args.partition_out, &args.from_snapshot) {
         partition_options(args, dir, out, &mut options)?;

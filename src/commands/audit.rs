@@ -50,7 +50,9 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     };
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
-    let (report, verdicts, plan) = engine::run(config, &options)?.into_results()?;
+    let audit = engine::run(config, &options)?;
+    crate::known::refuse_nothing(config, &options, &audit)?;
+    let (report, verdicts, plan) = audit.into_results()?;
     write(config, outputs, &report, verdicts, plan.as_ref(), started)?;
     Ok(report)
 }
