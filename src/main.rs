@@ -334,7 +334,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
         Some(id) => {
             let backfill = ttl_risk::backfill(&config, id)?;
             if let Some(dag) = &args.dag
-                && *dag != backfill.dag_id
+                && !onceonly::glob::glob_match(dag, &backfill.dag_id)
             {
                 return Err(Error::usage(
                     "--dag",
@@ -352,6 +352,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                     reprocess_behavior: backfill.reprocess_behavior,
                     left_alone: backfill.left_alone,
                 }),
+                allow_empty: args.allow_empty,
             }
         }
         None => {
@@ -368,6 +369,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                 ttl,
                 at,
                 backfill: None,
+                allow_empty: args.allow_empty,
             }
         }
     };
@@ -380,8 +382,9 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
         onceonly::cli::TraceFormat::Json => render::ttl_risk::json(&risk),
     };
     output::stdout(&text)?;
-    // Like audit's findings: exit 1 when a re-run would duplicate something.
+    // Like audit's findings: exit 0 only when every interval is `safe` or `deduplicated`; 1
+    // when a re-run would (`at-risk`) or may (`unknown`) duplicate something.
     Ok(u8::from(
-        risk.intervals.iter().any(|i| i.class == "at-risk"),
+        (risk.intervals.iter()).any(|i| !matches!(i.class, "safe" | "deduplicated")),
     ))
 }
