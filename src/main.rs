@@ -56,11 +56,15 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Merge(args) => run_merge(&args),
         Command::Trace(args) => run_trace(&args),
         Command::Doctor { config } => {
-            let config = Config::load(&config)?;
+            let config = onceonly::commands::doctor::load(&config)?;
             let checks = onceonly::commands::doctor::run(&config)?;
             let mut text = String::new();
             for check in &checks {
-                let verdict = if check.ok { "ok     " } else { "PROBLEM" };
+                let verdict = match (check.ok, check.warning) {
+                    (false, _) => "PROBLEM",
+                    (true, true) => "warning",
+                    (true, false) => "ok     ",
+                };
                 text.push_str(&format!(
                     "{verdict} {}\n        {}\n",
                     render::terminal_safe(&check.source),
