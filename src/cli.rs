@@ -173,6 +173,10 @@ pub struct AuditArgs {
     /// Where the report and its companions go, and when the exit code is 1.
     #[command(flatten)]
     pub report: ReportArgs,
+    /// Accept an audit whose scope holds no try of an operation task (exit 0) instead of
+    /// refusing it (exit 2). A --dag or [[operation]] that matches nothing is refused still.
+    #[arg(long)]
+    pub allow_empty: bool,
     /// With --from-snapshot of a part made by `onceonly split`: also write what `onceonly
     /// merge` needs into DIR.
     #[arg(long, value_name = "DIR", requires = "from_snapshot")]
@@ -274,7 +278,8 @@ pub struct TraceArgs {
 pub struct TtlRiskArgs {
     #[arg(long, short, env = "ONCEONLY_CONFIG")]
     pub config: PathBuf,
-    /// The DAG (with --backfill-id, the backfill's DAG).
+    /// The DAG, or a glob such as `orders_*` (each DAG it matches judged as its own; with
+    /// --backfill-id, the backfill's DAG).
     #[arg(long, required_unless_present = "backfill_id")]
     pub dag: Option<String>,
     /// The first logical date of the range (included).
@@ -290,9 +295,14 @@ pub struct TtlRiskArgs {
     /// aws-step-functions); overrides the config.
     #[arg(long)]
     pub ttl: Option<String>,
-    /// When the re-run would happen (default: now).
+    /// When the re-run would happen (default: now); only the tries started and the objects
+    /// created before it count.
     #[arg(long)]
     pub at: Option<String>,
+    /// Accept a DAG without a try of an operation task, or a range without an interval
+    /// (exit 0), instead of refusing it (exit 2).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// `table` (default) or `json`.
     #[arg(long, value_enum, default_value = "table")]
     pub format: TraceFormat,

@@ -443,6 +443,45 @@ impl Config {
 }
 
 /// `busy_timeout` of `[airflow]` or `[journal]`: a duration above zero, if the config gives one.
+/// The environment variables a config's text names (`[airflow]` `password_env` and
+/// `token_env`, `[journal]` `password_env`, `[provider.auth]` `env`) that are not set, each
+/// with its key, in the file's order of sections: for `doctor` to name them all where loading
+/// stops at the first. `[provider.auth]` refuses an empty value too, so an empty one counts.
+pub fn unset_environment(text: &str) -> Vec<(String, String)> {
+    let Ok(file) = text.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    let places: [(&[&str], &str, bool); 4] = [
+        (&["airflow"], "password_env", false),
+        (&["airflow"], "token_env", false),
+        (&["journal"], "password_env", false),
+        (&["provider", "auth"], "env", true),
+    ];
+    let mut unset = Vec::new();
+    for (path, key, empty_counts) in places {
+        let mut table = Some(&file);
+        for name in path {
+            table = table
+                .and_then(|table| table.get(*name))
+                .and_then(|value| value.as_table());
+        }
+        let Some(name) = table
+            .and_then(|table| table.get(key))
+            .and_then(|value| value.as_str())
+        else {
+            continue;
+        };
+        let missing = match std::env::var(name) {
+            Ok(value) => empty_counts && value.is_empty(),
+            Err(_) => true,
+        };
+        if missing {
+            unset.push((format!("[{}] {key}", path.join(".")), name.to_string()));
+        }
+    }
+    unset
+}
+
 fn busy_timeout(text: &Option<String>) -> std::result::Result<Option<Duration>, String> {
     match text {
         None => Ok(None),

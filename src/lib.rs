@@ -14,6 +14,7 @@ pub mod error;
 pub mod glob;
 pub mod identity;
 pub mod keys;
+pub mod known;
 pub mod memory;
 pub mod model;
 pub mod output;

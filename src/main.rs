@@ -64,11 +64,15 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Plan(PlanCommand::Check(args)) => run_plan_check(&args),
         Command::Trace(args) => run_trace(&args),
         Command::Doctor { config } => {
-            let config = Config::load(&config)?;
+            let config = onceonly::commands::doctor::load(&config)?;
             let checks = onceonly::commands::doctor::run(&config)?;
             let mut text = String::new();
             for check in &checks {
-                let verdict = if check.ok { "ok     " } else { "PROBLEM" };
+                let verdict = match (check.ok, check.warning) {
+                    (false, _) => "PROBLEM",
+                    (true, true) => "warning",
+                    (true, false) => "ok     ",
+                };
                 text.push_str(&format!(
                     "{verdict} {}\n        {}\n",
                     render::terminal_safe(&check.source),
@@ -189,6 +193,7 @@ fn run_audit(args: &AuditArgs) -> Result<u8> {
         provider_window: None,
         partition_out: None,
         without_verdicts_frame: false,
+        allow_empty: args.allow_empty,
     };
     if let (Some(out), Some(dir)) = (&args.partition_out, &args.from_snapshot) {
         partition_options(args, dir, out, &mut options)?;
@@ -372,7 +377,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
         Some(id) => {
             let backfill = ttl_risk::backfill(&config, id)?;
             if let Some(dag) = &args.dag
-                && *dag != backfill.dag_id
+                && !onceonly::glob::glob_match(dag, &backfill.dag_id)
             {
                 return Err(Error::usage(
                     "--dag",
@@ -390,6 +395,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                     reprocess_behavior: backfill.reprocess_behavior,
                     left_alone: backfill.left_alone,
                 }),
+                allow_empty: args.allow_empty,
             }
         }
         None => {
@@ -406,6 +412,7 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
                 ttl,
                 at,
                 backfill: None,
+                allow_empty: args.allow_empty,
             }
         }
     };
@@ -418,8 +425,9 @@ fn run_ttl_risk(args: &onceonly::cli::TtlRiskArgs) -> Result<u8> {
         onceonly::cli::TraceFormat::Json => render::ttl_risk::json(&risk),
     };
     output::stdout(&text)?;
-    // Like audit's findings: exit 1 when a re-run would duplicate something.
+    // Like audit's findings: exit 0 only when every interval is `safe` or `deduplicated`; 1
+    // when a re-run would (`at-risk`) or may (`unknown`) duplicate something.
     Ok(u8::from(
-        risk.intervals.iter().any(|i| i.class == "at-risk"),
+        (risk.intervals.iter()).any(|i| !matches!(i.class, "safe" | "deduplicated")),
     ))
 }

@@ -121,6 +121,12 @@ fn clean_input_exits_zero_and_says_so() {
     keep("attempts.csv", "2026-11-02T00:00:00+00:00");
     keep("journal.csv", "2026-11-02T00:00:00+00:00");
     keep("provider.csv", "exp_102");
+    // The invoices DAG is gone with its rows: so goes its operation, which would match no DAG.
+    let config = scenario.read("onceonly.toml");
+    let invoices = config
+        .find("# No template")
+        .expect("the invoices operation");
+    scenario.write("onceonly.toml", &config[..invoices]);
     let output = scenario.audit(&[]);
     assert_eq!(
         output.status.code(),
@@ -431,8 +437,22 @@ fn interval_range_selects_runs_by_data_interval() {
         "2026-11-05",
     ]);
     assert_eq!(later["coverage"]["runs"], 3, "11-02, 11-03 and 11-04");
-    // Active on 11-20 was only 2026-11-01's run: outside the range, so nothing is audited.
-    let both = json(&["--interval-from", "2026-11-02", "--since", "2026-11-20"]);
+    // Active on 11-20 was only 2026-11-01's run: outside the range, so nothing is audited,
+    // which is refused unless --allow-empty accepts it.
+    let nothing = scenario.audit(&["--interval-from", "2026-11-02", "--since", "2026-11-20"]);
+    assert_eq!(nothing.status.code(), Some(2));
+    assert!(
+        stderr(&nothing).contains("nothing was audited"),
+        "{}",
+        stderr(&nothing)
+    );
+    let both = json(&[
+        "--interval-from",
+        "2026-11-02",
+        "--since",
+        "2026-11-20",
+        "--allow-empty",
+    ]);
     assert_eq!(both["coverage"]["runs"], 0);
     let both = json(&["--interval-to", "2026-11-02", "--since", "2026-11-20"]);
     assert_eq!(both["coverage"]["runs"], 1);

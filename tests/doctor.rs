@@ -109,3 +109,108 @@ fn each_problem_is_named_in_plain_words() {
     assert_eq!(code, Some(2));
     assert!(text.contains("key_tl"), "{text}");
 }
+
+/// A listing that answers but has no object parsed nothing: a warning that says so, not "all
+/// fields parse".
+#[test]
+fn a_listing_with_no_object_is_a_warning_not_a_pass() {
+    let (scenario, _mock) = with_listing(MockOptions::new(Vec::new(), MockPagination::Cursor));
+    let (code, text) = doctor(&scenario);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("warning provider:"), "{text}");
+    assert!(
+        text.contains("has no object; but no field of an object was parsed: nothing to check"),
+        "{text}"
+    );
+    assert!(!text.contains("all fields parse"), "{text}");
+}
+
+/// Every environment variable the config names that is not set is named at once, not only
+/// the first.
+#[test]
+fn every_unset_environment_variable_is_named() {
+    let (scenario, _mock) = with_listing(MockOptions::new(
+        objects_created_now(),
+        MockPagination::Cursor,
+    ));
+    scenario.edit(
+        "onceonly.toml",
+        "table = \"export_journal\"",
+        "table = \"export_journal\"\npassword_env = \"ONCEONLY_TEST_UNSET_JOURNAL_PASSWORD\"",
+    );
+    scenario.edit(
+        "onceonly.toml",
+        "[provider.fields]",
+        "[provider.auth]\nkind = \"bearer\"\nenv = \"ONCEONLY_TEST_UNSET_PROVIDER_TOKEN\"\n\n[provider.fields]",
+    );
+    let (code, text) = doctor(&scenario);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("2 environment variables the config names are not set: ONCEONLY_TEST_UNSET_JOURNAL_PASSWORD ([journal] password_env), ONCEONLY_TEST_UNSET_PROVIDER_TOKEN ([provider.auth] env)"),
+        "{text}"
+    );
+}
+
+/// Operations are checked against the DAGs and tasks of the metadata database: a misspelt
+/// task_id is a problem naming the operation and the task nearest it.
+#[test]
+fn an_operation_that_matches_no_task_is_a_problem() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    let (code, text) = doctor(&scenario);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains(
+            "ok      operations: 10 [[operation]]\n        each matches a DAG and a task of"
+        ),
+        "{text}"
+    );
+    scenario.edit(
+        "onceonly.toml",
+        "dag_id = \"onceonly_j_check_then_create\"\ntask_id = \"export\"",
+        "dag_id = \"onceonly_j_check_then_create\"\ntask_id = \"exports\"",
+    );
+    let (code, text) = doctor(&scenario);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("PROBLEM operations: 10 [[operation]]\n        [[operation]] `j`: task_id \"exports\" matches no task of onceonly_j_check_then_create"),
+        "{text}"
+    );
+    assert!(text.contains("the closest: export\n"), "{text}");
+}
+
+/// A provider whose host does not resolve, or that refuses the connection, is said to in
+/// plain words, not as a listing "only partly read".
+#[test]
+fn an_unreachable_provider_says_why() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (host, why) in [
+        (format!("127.0.0.1:{port}"), "the connection was refused"),
+        (
+            "no-such-host.invalid".to_string(),
+            "the host does not resolve",
+        ),
+    ] {
+        let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+        let config = scenario.read("onceonly.toml");
+        let (start, end) = (
+            config.find("[provider]").unwrap(),
+            config.find("[[operation]]").unwrap(),
+        );
+        let listing = format!(
+            "[provider]\nurl = \"http://{host}/exports\"\npagination = \"cursor\"\nretries = 1\nbackoff = \"10ms\"\n\n[provider.fields]\nexternal_id = \"id\"\nop_key = \"idempotency_key\"\ncreated_at = \"created\"\n\n"
+        );
+        scenario.write(
+            "onceonly.toml",
+            &format!("{}{listing}{}", &config[..start], &config[end..]),
+        );
+        let (code, text) = doctor(&scenario);
+        assert_eq!(code, Some(2), "{text}");
+        assert!(text.contains(&format!("cannot connect: {why}")), "{text}");
+        assert!(!text.contains("only partly read"), "{text}");
+    }
+}

@@ -46,12 +46,7 @@ fn key() -> String {
 /// key, external id, status and hostname; the journal in a SQLite table beside a table `x`
 /// that the SQL fragments name.
 fn hostile_scenario() -> Scenario {
-    let scenario = Scenario::copy_of("rules/L001/fires");
-    std::fs::copy(
-        crate::scenario::fixtures().join("rules/onceonly.toml"),
-        scenario.config(),
-    )
-    .unwrap();
+    let scenario = Scenario::of_rules("L001/fires");
     let key = key();
     let conf = json!({ "region": REGION }).to_string();
 

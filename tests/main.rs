@@ -8,6 +8,7 @@ mod cli;
 mod completions;
 mod config;
 mod doctor;
+mod empty_audit;
 mod examples;
 mod file_integrity;
 mod hostile;

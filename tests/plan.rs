@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::scenario::{Scenario, fixtures, stderr};
+use crate::scenario::{Scenario, stderr};
 
 fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).expect("json")
@@ -94,8 +94,7 @@ pub fn hostile_lost_response(nul: bool) -> (Scenario, String, String) {
     } else {
         HOSTILE_ID.replace('\0', "")
     };
-    let scenario = Scenario::copy_of("rules/L001/fires");
-    std::fs::copy(fixtures().join("rules/onceonly.toml"), scenario.config()).unwrap();
+    let scenario = Scenario::of_rules("L001/fires");
     let provider = serde_json::json!({
         "external_id": id, "op_key": key, "created_at": "2026-11-02T00:05:30Z", "status": "succeeded",
         "payload_hash": "sha256:5e1f0c2a", "interval_start": "2026-11-01T00:00:00Z", "interval_end": "2026-11-02T00:00:00Z",

@@ -25,11 +25,40 @@ impl Scenario {
         Scenario { dir }
     }
 
-    /// A copy of a scenario of `fixtures/rules/` with the config those scenarios share.
+    /// A copy of a scenario of `fixtures/rules/` with the config those scenarios share, cut to
+    /// the `[[operation]]`s whose dag_id matches a DAG of the scenario's attempts: an operation
+    /// that matches no DAG is refused (exit 2), and each scenario holds only some of the DAGs.
     pub fn of_rules(scenario: &str) -> Scenario {
         let copy = Scenario::copy_of(&format!("rules/{scenario}"));
-        std::fs::copy(fixtures().join("rules/onceonly.toml"), copy.config())
-            .expect("copy the rules' config");
+        let shared = std::fs::read_to_string(fixtures().join("rules/onceonly.toml"))
+            .expect("the rules' config");
+        let attempts = copy.read("attempts.csv");
+        let mut lines = attempts.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let dag_column = header
+            .iter()
+            .position(|name| *name == "dag_id")
+            .expect("dag_id");
+        let dags: Vec<String> = lines
+            .filter_map(|line| line.split(',').nth(dag_column).map(str::to_string))
+            .collect();
+        let mut blocks = shared.split("\n[[operation]]\n");
+        let mut config = blocks.next().expect("the sources").to_string();
+        for block in blocks {
+            let dag_id = block
+                .lines()
+                .find_map(|line| line.strip_prefix("dag_id = "))
+                .expect("an operation's dag_id")
+                .trim_matches('"');
+            if dags
+                .iter()
+                .any(|dag| onceonly::glob::glob_match(dag_id, dag))
+            {
+                config.push_str("\n[[operation]]\n");
+                config.push_str(block);
+            }
+        }
+        copy.write("onceonly.toml", &config);
         copy
     }
 

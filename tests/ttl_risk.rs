@@ -321,8 +321,9 @@ fn intervals_without_a_run_are_counted() {
             "2026-11-20",
             "--to",
             "2026-11-30",
+            // After the fixture's tries ran (on 2026-11-30): only what happened before counts.
             "--at",
-            "2026-11-29T10:02:00Z",
+            "2026-12-01T10:02:00Z",
         ],
     );
     // Eleven days; runs exist for 11-26, 11-27 and 11-28.
@@ -353,8 +354,9 @@ fn intervals_without_a_run_are_counted() {
             "onceonly_e_manual",
             "--from",
             "2026-11-20",
+            // Its one (manual) run is of 2026-11-30T23:44:33Z.
             "--to",
-            "2026-11-30",
+            "2026-12-01",
         ],
     );
     assert_eq!(report["without_run"]["count"], serde_json::Value::Null);

@@ -58,7 +58,9 @@ pub fn run(config: &Config, options: &AuditOptions, outputs: &Outputs) -> Result
     };
     // The joined frames are the bulk of the memory and nothing below reads them: freed now,
     // the report is written in memory they leave rather than on top of it.
-    let (report, verdicts, mut plan) = engine::run(config, &options)?.into_results()?;
+    let audit = engine::run(config, &options)?;
+    crate::known::refuse_nothing(config, &options, &audit)?;
+    let (report, verdicts, mut plan) = audit.into_results()?;
     if let Some(plan) = &mut plan {
         plan.scope = Some(crate::plan::Scope::of(&options, config));
     }

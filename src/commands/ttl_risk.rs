@@ -22,6 +22,7 @@ use crate::timestamp;
 
 #[derive(Debug, Clone)]
 pub struct TtlRiskOptions {
+    /// A dag_id or a glob (`orders_*`): each DAG it matches is judged as its own.
     pub dag: String,
     /// Logical-date range, both ends included.
     pub from: i64,
@@ -32,6 +33,9 @@ pub struct TtlRiskOptions {
     pub at: i64,
     /// The planned Airflow 3 backfill the range was read from (`--backfill-id`).
     pub backfill: Option<PlannedBackfill>,
+    /// `--allow-empty`: a DAG without a try of an operation task, or a range without an
+    /// interval, is reported (exit 0) rather than refused (exit 2).
+    pub allow_empty: bool,
 }
 
 /// What ttl-risk takes from a planned backfill besides its DAG and range.
@@ -46,22 +50,74 @@ pub struct PlannedBackfill {
 const CHECK_THEN_CREATE: &str = "skip it in the re-run (reprocess_behavior \"none\"), or check-then-create (look for a committed journal row before calling the provider), or export under a new key version with a new approval";
 
 pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
-    let audit = engine::run(
-        config,
-        &AuditOptions {
-            dag: Some(options.dag.clone()),
-            ..AuditOptions::default()
-        },
-    )?;
-    let (dag, from, to) = (options.dag.as_str(), options.from, options.to);
-    let intervals = audit.tried_intervals(dag, from, to)?;
+    let audit_options = AuditOptions {
+        dag: Some(options.dag.clone()),
+        allow_empty: options.allow_empty,
+        ..AuditOptions::default()
+    };
+    let audit = engine::run(config, &audit_options)?;
+    // A --dag that matches no DAG, an [[operation]] that matches no task, a DAG without a try
+    // of an operation task: nothing to judge, never "safe".
+    crate::known::refuse_nothing(config, &audit_options, &audit)?;
+    let mut risks = Vec::new();
+    let mut sources = BTreeSet::new();
+    let mut without = Vec::new();
+    for dag in audit.dag_ids(&options.dag)? {
+        risks.extend(dag_risks(config, &audit, &dag, options, &mut sources)?);
+        without.push((dag.clone(), without_run(&audit, &dag, options)?));
+    }
+    let mut summary = BTreeMap::new();
+    for class in ["safe", "deduplicated", "at-risk", "unknown"] {
+        summary.insert(class, risks.iter().filter(|r| r.class == class).count());
+    }
+    let without_run = all_without_run(without);
+    if risks.is_empty() && without_run.count.unwrap_or(0) == 0 && !options.allow_empty {
+        return Err(Error::usage(
+            "--allow-empty",
+            format!(
+                "nothing to judge: no run of {:?} has an interval from {} to {}, and none is known to be missing ({}); pass --allow-empty to accept an empty range",
+                options.dag,
+                timestamp::format(options.from),
+                timestamp::format(options.to),
+                without_run.schedule
+            ),
+        ));
+    }
+    Ok(TtlRisk {
+        without_run,
+        dag_id: options.dag.clone(),
+        from: timestamp::format(options.from),
+        to: timestamp::format(options.to),
+        at: timestamp::format(options.at),
+        backfill_id: options.backfill.as_ref().map(|backfill| backfill.id),
+        reprocess_behavior: (options.backfill.as_ref())
+            .map(|backfill| backfill.reprocess_behavior.clone()),
+        ttl_source: (!sources.is_empty())
+            .then(|| sources.into_iter().collect::<Vec<_>>().join("; ")),
+        intervals: risks,
+        summary,
+    })
+}
+
+/// The intervals of one DAG in the range, classed, as they stood at `--at`: only the tries
+/// started, the intents recorded and the objects created before it count. Where each TTL
+/// came from goes into `sources`.
+fn dag_risks(
+    config: &Config,
+    audit: &engine::Audit,
+    dag: &str,
+    options: &TtlRiskOptions,
+    sources: &mut BTreeSet<String>,
+) -> Result<Vec<IntervalRisk>> {
+    let (from, to, at) = (options.from, options.to, options.at);
+    let intervals = audit.tried_intervals(dag, from, to, at)?;
 
     let id = |pipeline: Option<i64>, map: Option<i64>, start: Option<i64>| {
         (pipeline, map.unwrap_or(-1), start.unwrap_or(0))
     };
     // Journal keys per interval.
     let mut journal_by_interval = BTreeMap::new();
-    for keys in audit.intent_keys(dag, from, to)? {
+    for keys in audit.intent_keys(dag, from, to, at)? {
         journal_by_interval.insert(
             id(keys.pipeline, keys.map_index, keys.iv_start),
             (keys.last_key, keys.key_count),
@@ -73,7 +129,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     type Seen = (String, Option<String>, i64, String);
     let mut objects_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
     let mut void_by_interval: BTreeMap<_, Vec<Seen>> = BTreeMap::new();
-    for object in audit.objects_starting_in(dag, from, to)? {
+    for object in audit.objects_starting_in(dag, from, to, at)? {
         let by_interval = if object.live == Some(true) {
             &mut objects_by_interval
         } else {
@@ -115,7 +171,6 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
     };
 
     let mut risks = Vec::new();
-    let mut sources = BTreeSet::new();
     for interval in &intervals {
         let key_id = id(interval.pipeline, interval.map_index, interval.iv_start);
         let operation = interval.operation.clone().unwrap_or_default();
@@ -138,6 +193,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             .cloned()
             .unwrap_or_default();
         let mut risk = IntervalRisk {
+            dag_id: dag.to_string(),
             operation: operation.clone(),
             map_index: interval.map_index.unwrap_or(-1),
             interval: interval.label.clone().unwrap_or_default(),
@@ -268,33 +324,48 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
         }
         risks.push(risk);
     }
-    let mut summary = BTreeMap::new();
-    for class in ["safe", "deduplicated", "at-risk", "unknown"] {
-        summary.insert(class, risks.iter().filter(|r| r.class == class).count());
-    }
-    let without_run = without_run(&audit, options)?;
-    Ok(TtlRisk {
-        without_run,
-        dag_id: options.dag.clone(),
-        from: timestamp::format(options.from),
-        to: timestamp::format(options.to),
-        at: timestamp::format(options.at),
-        backfill_id: options.backfill.as_ref().map(|backfill| backfill.id),
-        reprocess_behavior: (options.backfill.as_ref())
-            .map(|backfill| backfill.reprocess_behavior.clone()),
-        ttl_source: (!sources.is_empty())
-            .then(|| sources.into_iter().collect::<Vec<_>>().join("; ")),
-        intervals: risks,
-        summary,
-    })
+    Ok(risks)
 }
 
-/// The intervals of the range no run of the DAG covers. The schedule's step is the typical
+/// The intervals without a run of every DAG judged, together: one DAG's as it is; for
+/// several, their starts together, counted only when every DAG's schedule is known, and each
+/// DAG's schedule named.
+fn all_without_run(mut each: Vec<(String, WithoutRun)>) -> WithoutRun {
+    if each.len() == 1 {
+        return each.pop().expect("one").1;
+    }
+    if each.is_empty() {
+        return WithoutRun {
+            count: None,
+            starts: Vec::new(),
+            schedule: "not known: no DAG was judged".into(),
+        };
+    }
+    let count = (each.iter())
+        .map(|(_, without)| without.count)
+        .sum::<Option<usize>>();
+    let mut starts: Vec<String> = (each.iter())
+        .flat_map(|(_, without)| without.starts.iter().cloned())
+        .collect();
+    starts.sort();
+    let schedule = (each.iter())
+        .map(|(dag, without)| format!("{dag}: {}", without.schedule))
+        .collect::<Vec<_>>()
+        .join("; ");
+    WithoutRun {
+        count,
+        starts,
+        schedule,
+    }
+}
+
+/// The intervals of the range no run of the DAG covers (no try started before `--at`). The
+/// schedule's step is the typical
 /// length of the DAG's intervals (or, for point intervals such as Airflow 3's `@daily`, the
 /// typical spacing of their starts), taken over all of the DAG's runs; each gap between known
 /// intervals is split into as many steps as fit, so calendar months space evenly enough.
-fn without_run(audit: &engine::Audit, options: &TtlRiskOptions) -> Result<WithoutRun> {
-    let spans = audit.interval_spans(&options.dag)?;
+fn without_run(audit: &engine::Audit, dag: &str, options: &TtlRiskOptions) -> Result<WithoutRun> {
+    let spans = audit.interval_spans(dag, options.at)?;
     let starts: Vec<i64> = spans.iter().filter_map(|(start, _)| *start).collect();
     let ends: Vec<Option<i64>> = spans.iter().map(|(_, end)| *end).collect();
     let mut starts_seen: Vec<i64> = starts.clone();

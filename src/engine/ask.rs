@@ -204,12 +204,19 @@ impl Audit {
     }
 
     /// The DAG's pipeline intervals starting from `from` to `to` (both included) that a try
-    /// ran, in order of start, operation, task and map index.
-    pub fn tried_intervals(&self, dag: &str, from: i64, to: i64) -> Result<Vec<TriedInterval>> {
+    /// started before `before` ran (or a try that has not started), in order of start,
+    /// operation, task and map index.
+    pub fn tried_intervals(
+        &self,
+        dag: &str,
+        from: i64,
+        to: i64,
+        before: i64,
+    ) -> Result<Vec<TriedInterval>> {
         let intervals = self
             .prepared
             .tries()
-            .filter(starting_in(dag, from, to))
+            .filter(starting_in(dag, from, to).and(earlier("start_date", before)))
             .sort(
                 Table::Attempts.sorted_by(&["start_date", "try_number"]),
                 Default::default(),
@@ -250,14 +257,24 @@ impl Audit {
             .collect())
     }
 
-    /// The intent keys of each of the DAG's pipeline intervals starting from `from` to `to`.
-    /// The last key is the last intent's: by the time it was recorded, then try number, then
-    /// the journal's own order.
-    pub fn intent_keys(&self, dag: &str, from: i64, to: i64) -> Result<Vec<IntentKeys>> {
+    /// The intent keys of each of the DAG's pipeline intervals starting from `from` to `to`,
+    /// of the intents recorded before `before`. The last key is the last intent's: by the time
+    /// it was recorded, then try number, then the journal's own order.
+    pub fn intent_keys(
+        &self,
+        dag: &str,
+        from: i64,
+        to: i64,
+        before: i64,
+    ) -> Result<Vec<IntentKeys>> {
         let keys = self
             .prepared
             .journal()
-            .filter(starting_in(dag, from, to).and(col("phase").eq(lit("intent"))))
+            .filter(
+                starting_in(dag, from, to)
+                    .and(col("phase").eq(lit("intent")))
+                    .and(earlier("recorded_at", before)),
+            )
             .sort(
                 Table::Journal.sorted_by(&["recorded_at", "try_number"]),
                 Default::default(),
@@ -290,13 +307,14 @@ impl Audit {
             .collect())
     }
 
-    /// Every object, live or void, attributed to one of the DAG's pipeline intervals starting
-    /// from `from` to `to`, in creation order.
+    /// Every object, live or void, created before `before` and attributed to one of the DAG's
+    /// pipeline intervals starting from `from` to `to`, in creation order.
     pub fn objects_starting_in(
         &self,
         dag: &str,
         from: i64,
         to: i64,
+        before: i64,
     ) -> Result<Vec<ProviderObject>> {
         let objects = self
             .prepared
@@ -305,7 +323,8 @@ impl Audit {
                 col(crate::prepare::model::interval::PIPELINE)
                     .is_not_null()
                     .and(col("iv_start").is_not_null())
-                    .and(starting_in(dag, from, to)),
+                    .and(starting_in(dag, from, to))
+                    .and(earlier("created_at", before)),
             )
             .sort(["created_at", "external_id"], Default::default())
             .collect()
@@ -313,13 +332,17 @@ impl Audit {
         provider_objects(&objects)
     }
 
-    /// The (start, end) of each of the DAG's intervals its tries have, once each, in order
-    /// of start.
-    pub fn interval_spans(&self, dag: &str) -> Result<Vec<(Option<i64>, Option<i64>)>> {
+    /// The (start, end) of each of the DAG's intervals that a try started before `before` has
+    /// (or a try that has not started), once each, in order of start.
+    pub fn interval_spans(
+        &self,
+        dag: &str,
+        before: i64,
+    ) -> Result<Vec<(Option<i64>, Option<i64>)>> {
         let spans = self
             .prepared
             .tries()
-            .filter(of_dag(dag))
+            .filter(of_dag(dag).and(earlier("start_date", before)))
             .select([col("iv_start"), col("iv_end")])
             .unique(None, UniqueKeepStrategy::Any)
             .sort(["iv_start"], Default::default())
@@ -328,6 +351,32 @@ impl Audit {
         let (starts, ends) = (ints(&spans, "iv_start")?, ints(&spans, "iv_end")?);
         Ok(starts.into_iter().zip(ends).collect())
     }
+
+    /// The dag_ids of the audited tries that `pattern` (a dag_id or glob) matches, sorted.
+    pub fn dag_ids(&self, pattern: &str) -> Result<Vec<String>> {
+        let dags = self
+            .prepared
+            .tries()
+            .select([col("dag_id")])
+            .unique(None, UniqueKeepStrategy::Any)
+            .collect()
+            .engine("ttl-risk: the DAGs")?;
+        let mut dags: Vec<String> = texts(&dags, "dag_id")?
+            .into_iter()
+            .flatten()
+            .filter(|dag| crate::glob::glob_match(pattern, dag))
+            .collect();
+        dags.sort();
+        Ok(dags)
+    }
+}
+
+/// Rows whose time `column` is before `before`, or NULL (a try not started, an object or a
+/// record without a time): what had happened at `ttl-risk --at`.
+fn earlier(column: &str, before: i64) -> Expr {
+    col(column)
+        .is_null()
+        .or(col(column).lt(lit(before).cast(utc())))
 }
 
 fn of_dag(dag: &str) -> Expr {

@@ -57,6 +57,10 @@ pub struct Audit {
     /// (`AuditOptions::without_verdicts_frame`), so what it shows may not have been read.
     without_verdicts_frame: bool,
     pub plan: Option<Plan>,
+    /// The `[[operation]]`s (their places in the config) that match a task of the audited
+    /// tries, audited under them or shadowed by an earlier one: the others match nothing in
+    /// the audit's scope (`crate::known`).
+    pub operations_matching: std::collections::BTreeSet<usize>,
     /// The joined frames the rules read: asked through `ask.rs`, never changed.
     prepared: Prepared,
 }
@@ -319,6 +323,10 @@ fn audit_with(
         verdicts_frame: std::sync::OnceLock::new(),
         without_verdicts_frame: options.without_verdicts_frame,
         plan,
+        operations_matching: (noticed.auditing.iter())
+            .chain(noticed.shadowed.keys())
+            .copied()
+            .collect(),
         prepared,
     })
 }

@@ -43,6 +43,9 @@ pub struct AuditOptions {
     /// shows (`verdicts::FRAME_READS`) is left unread where it can be (`left_unread`), and
     /// the frame is refused. `audit` sets it when none of its outputs shows the verdicts.
     pub without_verdicts_frame: bool,
+    /// `audit --allow-empty`: a scope without a try of an operation task is accepted rather
+    /// than refused (`crate::known::refuse_nothing`).
+    pub allow_empty: bool,
 }
 
 impl AuditOptions {

@@ -39,12 +39,17 @@ pub fn text(risk: &TtlRisk) -> String {
         "why",
         "repair",
     ]);
+    // A glob's DAGs are told apart in the operation column.
+    let several_dags = (risk.intervals.iter()).any(|i| i.dag_id != risk.intervals[0].dag_id);
     for interval in &risk.intervals {
-        let operation = if interval.map_index >= 0 {
+        let mut operation = if interval.map_index >= 0 {
             format!("{}[{}]", interval.operation, interval.map_index)
         } else {
             interval.operation.clone()
         };
+        if several_dags {
+            operation = format!("{} ({})", operation, interval.dag_id);
+        }
         table.add_row([
             terminal_safe(&interval.interval),
             terminal_safe(&operation),

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TtlRisk {
+    /// `--dag` as given: a dag_id or a glob.
     pub dag_id: String,
     pub from: String,
     pub to: String,
@@ -38,6 +39,8 @@ pub struct WithoutRun {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IntervalRisk {
+    /// The DAG (of those `--dag` matches).
+    pub dag_id: String,
     pub operation: String,
     pub map_index: i64,
     pub interval: String,

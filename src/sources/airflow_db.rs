@@ -1055,3 +1055,43 @@ async fn read_left_alone(
         .await?;
     Ok(decided)
 }
+
+/// Every DAG the metadata database knows and the tasks of each that have a task instance
+/// (`known_tasks.sql`), as `(dag_id, task_id)` pairs, a DAG's own row with no task; read in
+/// one read transaction of its own.
+pub async fn read_known_tasks(database: &Database) -> Result<Vec<(String, Option<String>)>> {
+    if database.dialect == Dialect::Mysql {
+        return Err(mysql_refused(database));
+    }
+    let names = ["dag_id", "task_id"];
+    let mut pairs = Vec::new();
+    let mut transaction = ReadTransaction::begin(database).await?;
+    transaction
+        .for_each_row(
+            "the DAGs and tasks the metadata knows",
+            include_str!("../../queries/airflow/known_tasks.sql"),
+            &[],
+            &names,
+            |number, row| {
+                let text = |column: usize| {
+                    row.text(column)
+                        .map(|text| text.map(Cow::into_owned))
+                        .map_err(|message| {
+                            Error::input(
+                                Location::source(&database.shown)
+                                    .row(number)
+                                    .column(names[column]),
+                                message,
+                            )
+                        })
+                };
+                if let Some(dag) = text(0)? {
+                    pairs.push((dag, text(1)?));
+                }
+                Ok(())
+            },
+        )
+        .await?;
+    transaction.finish().await?;
+    Ok(pairs)
+}

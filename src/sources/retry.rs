@@ -212,13 +212,17 @@ pub fn retry_after(text: &str) -> Option<Duration> {
     Some(when.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
-/// A request error with its causes ("cannot connect: … Connection refused"), without the URL
-/// reqwest adds: callers name the request themselves.
+/// A request error with its causes ("cannot connect: the connection was refused: … Connection
+/// refused"), without the URL reqwest adds: callers name the request themselves. A connection
+/// that failed says first, in plain words, whether the host does not resolve or refused it.
 pub fn describe(err: &reqwest::Error) -> String {
     let mut text = if err.is_timeout() {
         "timed out".to_string()
     } else if err.is_connect() {
-        "cannot connect".to_string()
+        match connect_failure(err) {
+            Some(plain) => format!("cannot connect: {plain}"),
+            None => "cannot connect".to_string(),
+        }
     } else if err.is_body() || err.is_decode() {
         "the answer broke off".to_string()
     } else {
@@ -230,6 +234,24 @@ pub fn describe(err: &reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Why a connection failed, when its causes tell: the host's name does not resolve (hyper's
+/// resolver names its error `dns error`), or the host refused the connection.
+fn connect_failure(err: &reqwest::Error) -> Option<&'static str> {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return Some("the connection was refused");
+        }
+        if cause.to_string().starts_with("dns error") {
+            return Some("the host does not resolve");
+        }
+        source = cause.source();
+    }
+    None
 }
 
 /// `429 Too Many Requests`.
