@@ -517,7 +517,7 @@ fn a_failed_run_writes_none_of_its_files() {
         failed("/dev/full", "/dev/full");
     }
     // A --sql for a journal that is no database: refused before the audit.
-    let rules = Scenario::of_rules("D001");
+    let rules = Scenario::of_rules("D001/fires");
     let out = rules.path("out");
     earlier_night(&out);
     let before = contents(&out);

@@ -188,7 +188,11 @@ fn ttl_risk() {
     for dag in dags(&scenarios[0]) {
         let mut args = vec!["ttl-risk", "--dag", &dag, "--ttl", "stripe", "--at", at];
         args.extend(range);
-        let report = same_in_both(&scenarios, &args).expect("a report");
+        // A DAG with no run in the range (the manual one) is exit 2, said the same way in
+        // both orders (`same_in_both` checks it).
+        let Some(report) = same_in_both(&scenarios, &args) else {
+            continue;
+        };
         if dag == "onceonly_b_unstable_key" {
             assert_eq!(
                 report["intervals"][0]["key"],
