@@ -290,15 +290,25 @@ fn companion_flags(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Every file of `dir` (not links) with its bytes, by name.
-fn contents(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+/// Every file of `dir` (not links) by name: its length and SHA-256, or its text when short.
+fn contents(dir: &Path) -> std::collections::BTreeMap<String, String> {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.is_file())
         .map(|path| {
             let name = path.file_name().unwrap().to_string_lossy().to_string();
-            (name, std::fs::read(&path).unwrap())
+            let bytes = std::fs::read(&path).unwrap();
+            let shown = match std::str::from_utf8(&bytes) {
+                Ok(text) if text.len() <= 200 => text.to_string(),
+                _ => {
+                    use sha2::Digest;
+                    let digest = sha2::Sha256::digest(&bytes);
+                    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+                    format!("{} bytes, sha256 {hex}", bytes.len())
+                }
+            };
+            (name, shown)
         })
         .collect()
 }
@@ -377,6 +387,22 @@ fn an_output_that_is_an_input_or_another_output_is_refused_before_reading() {
         "--metrics",
         &["airflow.db", "[airflow]"],
     );
+    // trace's --html is checked as audit's outputs are.
+    let [first_day, ..] = crate::scenario::airflow_days("airflow-3.3.2");
+    let journal = scenario.path("journal.db").display().to_string();
+    let trace = onceonly(&[
+        "trace",
+        "--config",
+        config.to_str().unwrap(),
+        "--dag",
+        "onceonly_a_stable_key",
+        "--interval",
+        &first_day,
+        "--html",
+        &journal,
+    ]);
+    assert_eq!(trace.status.code(), Some(2), "{}", stderr(&trace));
+    assert!(stderr(&trace).contains("--html: "), "{}", stderr(&trace));
     let mut after = contents(scenario.dir.path());
     after.insert("provider.ndjson".into(), before["provider.ndjson"].clone());
     assert_eq!(after, before, "a refused run changed the scenario's files");
