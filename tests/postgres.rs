@@ -437,7 +437,8 @@ fn sql_repair_script_on_postgres_is_idempotent_with_hostile_values() {
             "a second run changed the journal"
         );
         let row = sqlx::query(
-            "SELECT op_key, external_id FROM ops_sql.onceonly_journal WHERE phase = 'committed'",
+            // Written by onceonly: the reconciled phase, as the journal maps no phases.
+            "SELECT op_key, external_id FROM ops_sql.onceonly_journal WHERE phase = 'reconciled'",
         )
         .fetch_one(&mut postgres)
         .await
@@ -460,7 +461,7 @@ fn sql_repair_script_on_postgres_is_idempotent_with_hostile_values() {
     runtime().block_on(async {
         use sqlx::Connection;
         let mut postgres = sqlx::PgConnection::connect(&url).await.unwrap();
-        sqlx::raw_sql("DELETE FROM ops_sql.onceonly_journal WHERE phase = 'committed'")
+        sqlx::raw_sql("DELETE FROM ops_sql.onceonly_journal WHERE phase = 'reconciled'")
             .execute(&mut postgres)
             .await
             .unwrap();
