@@ -139,6 +139,9 @@ impl Operation {
 pub struct Config {
     pub path: PathBuf,
     pub attempts: Source,
+    /// `[airflow] heartbeat_timeout`: how old a running try's last heartbeat may be before it
+    /// is named probably dead.
+    pub heartbeat_timeout: Duration,
     pub journal: JournalSettings,
     pub provider: ProviderSettings,
     pub operations: Vec<Operation>,
@@ -351,7 +354,8 @@ impl Config {
             });
         }
 
-        let attempts = airflow::source(table::Table::new("airflow", airflow, file)?, base)?;
+        let airflow = airflow::settings(table::Table::new("airflow", airflow, file)?, base)?;
+        let attempts = airflow.source;
 
         if journal.busy_timeout.is_some() && journal.url.is_none() {
             return Err(at.error(
@@ -394,6 +398,7 @@ impl Config {
         Ok(Config {
             path: path.to_path_buf(),
             attempts,
+            heartbeat_timeout: airflow.heartbeat_timeout,
             journal: JournalSettings {
                 source: journal_source,
                 table: journal.table,

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod glob;
 pub mod identity;
+pub mod in_flight;
 pub mod keys;
 pub mod known;
 pub mod memory;

@@ -188,6 +188,11 @@ impl JournalOrder {
 ///   newest serialized version: an IANA name, or a fixed offset in seconds); NULL where the
 ///   source does not say it (the REST API, compressed serialized DAGs, snapshots saved before
 ///   the column existed), which key templates read as UTC.
+/// * `run_state` is the run's state (`dag_run.state`: `queued`, `running`, `success`,
+///   `failed`); `heartbeat_at` the latest try's last heartbeat (Airflow 3's
+///   `task_instance.last_heartbeat_at`, Airflow 2's LocalTaskJob `job.latest_heartbeat`),
+///   NULL for earlier tries and where the source does not say (the REST API). Both tell a try
+///   still in flight from a finished one (`crate::in_flight`).
 pub const ATTEMPTS: &[ColumnSpec] = &[
     c("dag_id", Kind::Text, false),
     c("task_id", Kind::Text, false),
@@ -208,6 +213,8 @@ pub const ATTEMPTS: &[ColumnSpec] = &[
     c("conf", Kind::Text, true),
     c("clear_number", Kind::Int, true),
     c("dag_timezone", Kind::Text, true),
+    c("run_state", Kind::Text, true),
+    c("heartbeat_at", Kind::Time, true),
 ];
 
 /// The `attempts` columns that identify one task instance (all its tries).

@@ -66,6 +66,10 @@ pub struct Coverage {
     /// they belong to other DAGs, or to none (an unscoped audit reports those).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objects_left_out: Option<crate::prepare::LeftOut>,
+    /// The tries not finished when the sources were read, judged when they finish, and the
+    /// running ones whose heartbeat is too old (`crate::in_flight`); absent when there are none.
+    #[serde(skip_serializing_if = "crate::in_flight::InFlightCoverage::is_empty")]
+    pub in_flight: crate::in_flight::InFlightCoverage,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -10,6 +10,7 @@
 //! | `intent-only` | wrote an intent, no outcome, and nothing was created |
 //! | `failed-before-effect` | failed with nothing created (a `failed` row, or no journal row at all) |
 //! | `no-operation` | did not fail, wrote no journal row and created nothing under its key |
+//! | `in-flight` | had not finished when the sources were read (`crate::in_flight`): judged when it finishes |
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use crate::ahead;
 use crate::cells::{IntArray, one_array, one_chunk};
 use crate::dictionary::NULL as NONE;
 use crate::error::{EngineContext, Result};
+use crate::in_flight::InFlight;
 use crate::model::Phase;
 use crate::prepare::{Intervals, Prepared, model};
 
@@ -35,7 +37,7 @@ pub const FRAME_READS: &[crate::model::SourceColumn] = &[
     },
 ];
 
-pub const VERDICTS: [&str; 7] = [
+pub const VERDICTS: [&str; 8] = [
     "committed",
     "reconciled",
     "duplicate",
@@ -43,6 +45,7 @@ pub const VERDICTS: [&str; 7] = [
     "intent-only",
     "failed-before-effect",
     "no-operation",
+    "in-flight",
 ];
 
 /// Every operation try's verdict, with the key and the object it is tied to, as rows of the
@@ -81,7 +84,7 @@ enum ObjectOf {
 ///
 /// Every step is a pass over arrays indexed by the try's row, the object's row or the dense
 /// key and id codes `prepare` gave each frame, not a join or group-by on text keys.
-pub fn compute(prepared: &Prepared) -> Result<Verdicts> {
+pub fn compute(prepared: &Prepared, in_flight: &InFlight) -> Result<Verdicts> {
     let tries = &prepared.tries;
     let t = std::time::Instant::now();
     let journal = Journal::of(prepared)?;
@@ -95,6 +98,13 @@ pub fn compute(prepared: &Prepared) -> Result<Verdicts> {
 
     let int =
         |name: &str| -> Result<IntArray> { Ok(one_array(&crate::cells::int_column(tries, name)?)) };
+    let mut failed_state = failed_states(&crate::cells::text_column(tries, "state")?);
+    // A running try whose heartbeat is too old is judged as the failed try Airflow will make it.
+    for (row, failed) in failed_state.iter_mut().enumerate() {
+        if in_flight.probably_dead(row) {
+            *failed = Some(true);
+        }
+    }
     let facts = VerdictInputs {
         journal,
         objects,
@@ -104,7 +114,8 @@ pub fn compute(prepared: &Prepared) -> Result<Verdicts> {
         end: int("end_date")?,
         iv_start: int("iv_start")?,
         expected_key: one_array(&crate::cells::code_column(tries, model::KEY_CODE)?),
-        failed_state: failed_states(&crate::cells::text_column(tries, "state")?),
+        failed_state,
+        in_flight,
     };
     // The tries are judged in two halves, one on a thread of its own.
     let mut parts =
@@ -228,6 +239,7 @@ struct VerdictInputs<'a> {
     expected_key: CodeArray,
     /// Whether each try's state is a failure's; None where it has none.
     failed_state: Vec<Option<bool>>,
+    in_flight: &'a InFlight,
 }
 
 /// The verdict (its place in `VERDICTS`), the key and the object of a range of tries.
@@ -257,6 +269,7 @@ impl VerdictInputs<'_> {
             iv_start,
             expected_key,
             failed_state,
+            in_flight,
         } = self;
         let mut keys = Vec::with_capacity(rows.len());
         let mut objects_of = Vec::with_capacity(rows.len());
@@ -378,7 +391,9 @@ impl VerdictInputs<'_> {
             };
             let replayed = rows.reconciled
                 || matches!((committed_created, intervals.earlier_ended(row)), (Some(c), Some(e)) if c <= e);
-            let verdict = if committed.is_some() && own_interval && replayed {
+            let verdict = if in_flight.try_in_flight(row) {
+                "in-flight"
+            } else if committed.is_some() && own_interval && replayed {
                 "reconciled"
             } else if committed.is_some() && is_later_duplicate {
                 "duplicate"

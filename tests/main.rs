@@ -13,6 +13,7 @@ mod examples;
 mod file_integrity;
 mod hostile;
 mod html_report;
+mod in_flight;
 mod journal;
 mod listing_types;
 mod live;

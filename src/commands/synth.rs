@@ -656,6 +656,7 @@ fn tables(chunks: Vec<[DataFrame; 3]>, seed: u64) -> Result<Tables> {
         origins: [origin.clone(), origin.clone(), origin],
         listed_window: None,
         snapshot_hash: None,
+        read_at: None,
     })
 }
 
@@ -803,6 +804,7 @@ fn shuffle_rows(tables: &Tables, seed: u64) -> Result<Tables> {
         origins: tables.origins.clone(),
         listed_window: tables.listed_window,
         snapshot_hash: None,
+        read_at: None,
     })
 }
 

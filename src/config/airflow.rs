@@ -25,6 +25,19 @@ struct RawAirflow {
     busy_timeout: Option<String>,
     /// The Airflow REST API's base URL (`http://host:8080`), instead of the database.
     api: Option<String>,
+    /// How old a running try's last heartbeat may be before it is named probably dead
+    /// (`300s`, Airflow's own default for `[scheduler] task_instance_heartbeat_timeout`, 2.x's
+    /// `scheduler_zombie_task_threshold`): set it to the scheduler's value.
+    heartbeat_timeout: Option<String>,
+}
+
+/// Airflow's default `[scheduler] task_instance_heartbeat_timeout`.
+pub const DEFAULT_HEARTBEAT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Where the tries are read, and how old a running try's heartbeat may be.
+pub(super) struct AirflowSettings {
+    pub source: Source,
+    pub heartbeat_timeout: std::time::Duration,
 }
 
 /// The REST API's own keys.
@@ -41,8 +54,29 @@ struct RawApi {
     page_size: Option<u32>,
 }
 
-pub(super) fn source(mut table: Table<'_>, base: &Path) -> Result<Source> {
+pub(super) fn settings(mut table: Table<'_>, base: &Path) -> Result<AirflowSettings> {
     let raw: RawAirflow = table.take()?;
+    let heartbeat_timeout = match &raw.heartbeat_timeout {
+        None => DEFAULT_HEARTBEAT_TIMEOUT,
+        Some(text) => crate::timestamp::parse_wait(text)
+            .filter(|wait| !wait.is_zero())
+            .ok_or_else(|| {
+                table.error(
+                    "heartbeat_timeout",
+                    format!(
+                        "heartbeat_timeout = {text:?}: give a duration above zero such as \"300s\" or \"5m\""
+                    ),
+                )
+            })?,
+    };
+    let source = source(raw, table, base)?;
+    Ok(AirflowSettings {
+        source,
+        heartbeat_timeout,
+    })
+}
+
+fn source(raw: RawAirflow, mut table: Table<'_>, base: &Path) -> Result<Source> {
     let api = match &raw.api {
         None => None,
         Some(api) => Some((api, table.take::<RawApi>()?, table.take::<RawRetry>()?)),

@@ -7,6 +7,7 @@ use polars::prelude::StringChunked;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::in_flight::{InFlight, InFlightCoverage};
 use crate::prepare::Prepared;
 use crate::report::{Noticed, Shadowed, SkippedRule, WithoutTheirTry};
 use crate::rules::{self, Finding};
@@ -25,16 +26,27 @@ pub struct Checked {
     pub interval_basis: BTreeMap<String, usize>,
     /// Selected rules these inputs cannot run, with the reason.
     pub rules_skipped: Vec<SkippedRule>,
+    /// The tries in flight, and what was left unjudged for them.
+    pub in_flight: InFlightCoverage,
 }
 
-pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Result<Checked> {
+/// The rules' findings and the verdicts, with the tries in flight as of `read_at` (when the
+/// sources were read, microseconds since the epoch) left to be judged when they finish.
+pub fn run(
+    config: &Config,
+    prepared: &Prepared,
+    options: &AuditOptions,
+    read_at: i64,
+) -> Result<Checked> {
     let selected = rules::selected(&options.rules);
+    let mut in_flight = InFlight::of(prepared, read_at, config.heartbeat_timeout)?;
     // The verdicts do not depend on the findings: they are computed on a thread of their own
     // while the rules run, and that thread then takes rules too.
     let started = std::time::Instant::now();
-    let (findings, verdicts) = rules::run_all_beside(prepared, &selected, || verdicts(prepared));
+    let (findings, verdicts) =
+        rules::run_all_beside(prepared, &selected, || verdicts(prepared, &in_flight));
     crate::timing::phase("rules", started);
-    let findings = findings?;
+    let findings = in_flight.judge(findings?);
     let (verdicts, (runs, interval_basis)) = verdicts?;
     let mut rules_skipped = Vec::new();
     if prepared.key_ttl.is_none()
@@ -52,6 +64,7 @@ pub fn run(config: &Config, prepared: &Prepared, options: &AuditOptions) -> Resu
         runs,
         interval_basis,
         rules_skipped,
+        in_flight: in_flight.coverage,
     })
 }
 
@@ -60,9 +73,9 @@ type RunsAndBases = (usize, BTreeMap<String, usize>);
 
 /// Every try's verdict (with how many tries had each), and the runs and interval bases the
 /// coverage counts.
-fn verdicts(prepared: &Prepared) -> Result<(Verdicts, RunsAndBases)> {
+fn verdicts(prepared: &Prepared, in_flight: &InFlight) -> Result<(Verdicts, RunsAndBases)> {
     let started = std::time::Instant::now();
-    let verdicts = crate::verdicts::compute(prepared)?;
+    let verdicts = crate::verdicts::compute(prepared, in_flight)?;
     crate::timing::phase("verdicts:compute", started);
     let counting = std::time::Instant::now();
     let runs = runs_and_bases(prepared)?;

@@ -267,10 +267,13 @@ fn audit_with(
     // with them (the objects' raw JSON; the rows a scoped audit cut away) goes, with what
     // preparing freed, before the rules and the verdicts allocate on threads of their own.
     // Tables the caller lent stay the caller's.
+    let read_at = tables
+        .read_at
+        .unwrap_or_else(|| chrono::Utc::now().timestamp_micros());
     drop(tables);
     crate::memory::release_free_for_other_threads();
 
-    let checked = check::run(config, &prepared, options)?;
+    let checked = check::run(config, &prepared, options, read_at)?;
 
     let window = scoped.window;
     let coverage = Coverage {
@@ -289,6 +292,7 @@ fn audit_with(
         rules_skipped: checked.rules_skipped,
         warnings,
         objects_left_out,
+        in_flight: checked.in_flight,
     };
     let findings = checked.findings;
     let summary = Summary::new(&findings, checked.verdicts.counts.clone());

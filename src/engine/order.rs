@@ -330,6 +330,7 @@ mod tests {
             origins: Default::default(),
             listed_window: None,
             snapshot_hash: None,
+            read_at: None,
         };
         let before = tables.clone();
         assert_eq!(

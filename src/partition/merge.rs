@@ -269,6 +269,7 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
     let mut basis: BTreeMap<String, usize> = BTreeMap::new();
     let (mut runs, mut tries) = (0, 0);
     let mut audited = [0usize; 3];
+    let mut in_flight = crate::in_flight::InFlightCoverage::default();
     let mut verdicts = Vec::new();
     let (mut objects, mut journal) = (Vec::new(), Vec::new());
     // The whole audit's coverage is the first part's, with the counts of all and what all
@@ -322,6 +323,11 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
             first_noticed = result.noticed.clone();
         }
         noticed.add(result.noticed.clone());
+        if let Some(part) = coverage.get("in_flight") {
+            let part =
+                serde_json::from_value(part.clone()).map_err(|_| bad("coverage.in_flight"))?;
+            in_flight.add(part);
+        }
         add_counts(&mut basis, &coverage["interval_basis"])
             .ok_or_else(|| bad("coverage.interval_basis"))?;
         runs += coverage["runs"]
@@ -360,6 +366,7 @@ pub fn merge(dirs: &[PathBuf], plan: bool) -> Result<Merged> {
             "the report's coverage is not as `audit` writes it",
         )
     })?;
+    coverage.in_flight = in_flight;
     // The first part's warnings are the sources' (the same in every part), then what it
     // noticed: those are replaced by what all parts noticed.
     let its_own = first_noticed.warnings();
@@ -464,6 +471,7 @@ fn finding(value: &Value, repair_input: Option<&str>) -> Option<Finding> {
             times: texts(&evidence["times"])?,
         },
         baseline: None,
+        in_flight: value["in_flight"].as_bool().unwrap_or(false),
         repair_input: match repair_input {
             Some(text) => rule.repair_input_of_text(text)?,
             None => Default::default(),
@@ -520,5 +528,6 @@ fn coverage(
         rules_skipped,
         warnings: texts(&first["warnings"])?,
         objects_left_out: None,
+        in_flight: Default::default(),
     })
 }

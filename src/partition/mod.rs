@@ -301,6 +301,7 @@ pub fn part_tables(tables: &Tables, assignment: &Assignment, part: usize) -> Res
         origins: tables.origins.clone(),
         listed_window: tables.listed_window,
         snapshot_hash: None,
+        read_at: None,
     })
 }
 

@@ -229,7 +229,9 @@ fn drop_adoptions_of_voided(actions: &mut BTreeMap<String, Action>) {
 /// Builds the plan from what each finding's rule proposes for it.
 pub fn build(findings: &[Finding], named: &NamedRows, inputs_fingerprint: String) -> Result<Plan> {
     let mut actions: BTreeMap<String, Action> = BTreeMap::new();
-    for finding in findings {
+    // A finding about an interval with a try in flight gets no action: what the try is
+    // still doing may change the repair (`crate::in_flight`).
+    for finding in findings.iter().filter(|finding| !finding.in_flight) {
         let Some(rule) = rules::by_code(finding.code) else {
             continue;
         };

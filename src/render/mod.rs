@@ -219,6 +219,60 @@ fn coverage_lines(report: &Report) -> Vec<String> {
             skipped.code, skipped.reason
         ));
     }
+    lines.extend(in_flight_lines(&coverage.in_flight));
+    lines
+}
+
+/// The coverage's lines on the tries in flight and the probably dead ones.
+fn in_flight_lines(in_flight: &crate::in_flight::InFlightCoverage) -> Vec<String> {
+    let mut lines = Vec::new();
+    if in_flight.intervals > 0 || in_flight.tries > 0 {
+        let withheld = match in_flight.findings_withheld {
+            0 => String::new(),
+            n => format!(", {n} finding(s) of rules that reason from an absence withheld"),
+        };
+        lines.push(format!(
+            "in flight: {} tries not finished and {} runs not finished when read: {} interval(s) judged when they finish (no plan actions for them{withheld})",
+            in_flight.tries, in_flight.runs_not_finished, in_flight.intervals
+        ));
+    }
+    let shown = |entry: &crate::in_flight::TryInFlight| {
+        let map = if entry.map_index >= 0 {
+            format!("[{}]", entry.map_index)
+        } else {
+            String::new()
+        };
+        let heartbeat = match entry.heartbeat_age_seconds {
+            Some(age) => format!(
+                ", last heartbeat {} ago",
+                crate::timestamp::format_duration(age.saturating_mul(1_000_000))
+            ),
+            None => String::new(),
+        };
+        format!(
+            "{} {} {}{map}#{} {}{heartbeat}",
+            entry.dag_id,
+            entry.task_id,
+            entry.run_id,
+            entry.try_number,
+            entry.state.as_deref().unwrap_or("no state"),
+        )
+    };
+    for entry in &in_flight.listed {
+        lines.push(format!("  in flight: {}", shown(entry)));
+    }
+    if in_flight.tries > in_flight.listed.len() {
+        lines.push(format!(
+            "  ... and {} more tries in flight",
+            in_flight.tries - in_flight.listed.len()
+        ));
+    }
+    for entry in &in_flight.probably_dead {
+        lines.push(format!(
+            "probably dead: {} (older than [airflow] heartbeat_timeout: Airflow will fail it; judged as failed)",
+            shown(entry)
+        ));
+    }
     lines
 }
 
@@ -242,8 +296,12 @@ fn baseline_line(report: &Report) -> Option<String> {
 fn summary_line(report: &Report) -> String {
     let summary = &report.summary;
     if summary.findings == 0 {
+        let waiting = match report.coverage.in_flight.intervals {
+            0 => String::new(),
+            n => format!("; {n} interval(s) in flight, judged when they finish"),
+        };
         return format!(
-            "no findings over the coverage above; {} reconciled retries",
+            "no findings over the coverage above{waiting}; {} reconciled retries",
             summary.reconciled_retries
         );
     }

@@ -31,6 +31,7 @@ declare_rule! {
     /// voids it instead (`void-duplicate`, needs approval: the duplicate finding's action) and
     /// does not adopt it.
     pub struct LostResponse => "L001", "lost-response", Error;
+    from_absence = true;
 }
 impl_rule!(LostResponse, check, repair);
 

@@ -35,6 +35,7 @@ declare_rule! {
     /// interval has a live object, look at it first (`investigate`, manual): adopt it if it is
     /// this operation's export, or retry once it is known not to be.
     pub struct OrphanIntent => "L002", "orphan-intent", Info;
+    from_absence = true;
 }
 impl_rule!(OrphanIntent, check, repair, TaskInstanceRef);
 

@@ -25,6 +25,7 @@ declare_rule! {
     /// Investigate who created it (`investigate`, manual); if it belongs to an interval, adopt it
     /// into the journal; if not, void it.
     pub struct UnjournaledExport => "L003", "unjournaled-export", Warning;
+    from_absence = true;
 }
 impl_rule!(UnjournaledExport, check, repair);
 

@@ -29,6 +29,7 @@ declare_rule! {
     /// under a new key version with a new approval (`reexport-new-version`, needs approval:
     /// its preconditions are that the object is still not live, and the new approval).
     pub struct MissingExport => "M001", "missing-export", Warning;
+    from_absence = true;
 }
 impl_rule!(MissingExport, check, repair);
 

@@ -32,6 +32,7 @@ declare_rule! {
     /// Investigate the task's code path for that run (`investigate`, manual); if the provider
     /// has the object, adopt it into the journal.
     pub struct UnrecordedSuccess => "M002", "unrecorded-success", Warning;
+    from_absence = true;
 }
 impl_rule!(UnrecordedSuccess, check, repair);
 

@@ -76,6 +76,10 @@ pub trait Rule: Sync {
     /// The columns of `model::READ_ON_DEMAND` its check reads (declared with `reads` in
     /// `declare_rule!`): an audit of a snapshot decodes those only for the rules that read them.
     fn reads(&self) -> &'static [crate::model::SourceColumn];
+    /// Whether it reasons from an absence (a missing commit, object or journal row): then it
+    /// does not judge an interval with a try in flight (`crate::in_flight`), which may yet
+    /// write or create what is missing.
+    fn from_absence(&self) -> bool;
     fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
     /// The actions proposed for one of this rule's findings (none where it needs none).
     fn repair(&self, finding: &Finding, named: &NamedRows) -> Vec<Repair>;
@@ -92,6 +96,7 @@ macro_rules! declare_rule {
         $(#[doc = $doc:literal])*
         pub struct $name:ident => $code:literal, $rule:literal, $severity:ident;
         $(reads $($table:ident . $column:ident),+;)?
+        $(from_absence = $from_absence:literal;)?
     ) => {
         $(#[doc = $doc])*
         pub struct $name;
@@ -104,6 +109,8 @@ macro_rules! declare_rule {
                     name: stringify!($column),
                 }
             ),+)?];
+            /// Whether it reasons from an absence (`Rule::from_absence`).
+            pub const FROM_ABSENCE: bool = false $(|| $from_absence)?;
             pub const CODE: &'static str = $code;
             pub const NAME: &'static str = $rule;
             pub const SEVERITY: $crate::rules::Severity = $crate::rules::Severity::$severity;
@@ -139,6 +146,9 @@ macro_rules! impl_rule {
             }
             fn reads(&self) -> &'static [$crate::model::SourceColumn] {
                 Self::READS
+            }
+            fn from_absence(&self) -> bool {
+                Self::FROM_ABSENCE
             }
             fn check(
                 &self,
@@ -258,6 +268,10 @@ pub struct Finding {
     /// Against `--baseline`: `new` or `persisting` (resolved ones are listed in the report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<&'static str>,
+    /// About an interval with a try in flight (`crate::in_flight`): the plan proposes nothing
+    /// for it until the try has finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_flight: bool,
     /// What the rule's repair needs beyond the evidence, in the rule's own type.
     #[serde(skip)]
     pub repair_input: RepairInput,
@@ -321,6 +335,7 @@ impl FindingDraft {
             message: self.message,
             evidence,
             baseline: None,
+            in_flight: false,
             repair_input: RepairInput::default(),
         }
     }

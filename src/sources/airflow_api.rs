@@ -301,6 +301,7 @@ struct Run {
     dag_id: String,
     run_id: String,
     run_type: Option<String>,
+    state: Option<String>,
     interval_start: Option<i64>,
     interval_end: Option<i64>,
     logical_date: Option<i64>,
@@ -370,6 +371,10 @@ fn frame(rows: &[(&Run, &Try)]) -> Result<DataFrame> {
                 // The DAG's zone (`/dags/{dag_id}/details` has `timezone`) is not read: keys
                 // are formatted in UTC unless the operation or template names a zone.
                 (Values::Text(v), "dag_timezone") => v.append_null(),
+                (Values::Text(v), "run_state") => v.append_option(run.state.as_deref()),
+                // Neither API shows a try's heartbeat: a running try read through it is in
+                // flight, never named probably dead.
+                (Values::Time(v), "heartbeat_at") => v.push(None),
                 (_, name) => {
                     return Err(Error::Engine {
                         doing: "assembling attempts from the Airflow API".into(),
@@ -566,6 +571,7 @@ impl Client<'_> {
             };
             runs.push(Run {
                 run_type: at.text(item, "run_type")?,
+                state: at.text(item, "state")?,
                 interval_start: at.time(item, "data_interval_start")?,
                 interval_end: at.time(item, "data_interval_end")?,
                 logical_date,

@@ -153,10 +153,12 @@ impl<'f> AttemptsQuery<'f> {
         let columns = columns(transaction).await?;
         let version = schema_version(transaction, &columns).await?;
         let (major, warnings) = major_version(&version, &columns, database)?;
+        let heartbeat = heartbeat(major, &columns, database.dialect);
+        let with_heartbeat = |sql: &str| sql.replace("{heartbeat}", heartbeat);
         let statements = match (database.dialect, major) {
             (Dialect::Sqlite, major) => Statements::Apart {
                 tries: as_filtered(
-                    include_str!("../../queries/airflow/sqlite/tries.sql"),
+                    &with_heartbeat(include_str!("../../queries/airflow/sqlite/tries.sql")),
                     filter,
                 ),
                 runs: match major {
@@ -165,11 +167,15 @@ impl<'f> AttemptsQuery<'f> {
                 },
             },
             (Dialect::Postgres, 2) => Statements::Joined(as_filtered(
-                include_str!("../../queries/airflow/2/postgres/attempts.sql"),
+                &with_heartbeat(include_str!(
+                    "../../queries/airflow/2/postgres/attempts.sql"
+                )),
                 filter,
             )),
             (Dialect::Postgres, _) => Statements::Joined(as_filtered(
-                include_str!("../../queries/airflow/3/postgres/attempts.sql"),
+                &with_heartbeat(include_str!(
+                    "../../queries/airflow/3/postgres/attempts.sql"
+                )),
                 filter,
             )),
             (Dialect::Mysql, _) => return Err(mysql_refused(database)),
@@ -306,8 +312,9 @@ struct Runs {
 
 impl Runs {
     /// The columns of `attempts` that come from a try's run.
-    const COLUMNS: [&'static str; 8] = [
+    const COLUMNS: [&'static str; 9] = [
         "run_type",
+        "run_state",
         "interval_start",
         "interval_end",
         "logical_date",
@@ -693,6 +700,28 @@ async fn columns(transaction: &mut ReadTransaction<'_>) -> Result<BTreeSet<(Stri
         )
         .await?;
     Ok(columns)
+}
+
+/// The SQL of the latest try's last heartbeat (`attempts.heartbeat_at`) for the tries'
+/// queries' `{heartbeat}`: Airflow 3 keeps it on the task_instance row (`last_heartbeat_at`),
+/// Airflow 2 on the try's LocalTaskJob (`job.latest_heartbeat` by `task_instance.job_id`).
+/// A schema without those columns (a database made by hand) gives NULL: its running tries
+/// are in flight, never named probably dead.
+fn heartbeat(major: u8, columns: &BTreeSet<(String, String)>, dialect: Dialect) -> &'static str {
+    let has =
+        |table: &str, column: &str| columns.contains(&(table.to_string(), column.to_string()));
+    let null = match dialect {
+        Dialect::Postgres => "NULL::timestamptz",
+        _ => "NULL",
+    };
+    if major >= 3 {
+        if has("task_instance", "last_heartbeat_at") {
+            return "ti.last_heartbeat_at";
+        }
+    } else if has("task_instance", "job_id") && has("job", "id") && has("job", "latest_heartbeat") {
+        return "(SELECT j.latest_heartbeat FROM job AS j WHERE j.id = ti.job_id)";
+    }
+    null
 }
 
 /// The Airflow major version of a schema: known revisions by name, others by their columns

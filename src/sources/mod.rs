@@ -114,6 +114,10 @@ pub struct Tables {
     /// The content hash of a snapshot these tables were read from (its manifest's, checked
     /// against the files) or saved as, so a plan need not hash the tables again to quote it.
     pub snapshot_hash: Option<String>,
+    /// When the sources were read (microseconds since the epoch): what a running try's
+    /// heartbeat age is measured against (`crate::in_flight`). A snapshot keeps its read's;
+    /// None where nothing says (tables made in memory): the audit takes its own start.
+    pub read_at: Option<i64>,
 }
 
 impl Tables {
@@ -441,6 +445,7 @@ fn finish(
         origins: Table::ALL.map(|table| from.describe(table)),
         listed_window,
         snapshot_hash: None,
+        read_at: Some(chrono::Utc::now().timestamp_micros()),
     })
 }
 

@@ -40,6 +40,10 @@ pub struct Manifest {
     /// SHA-256 over the tables' content hashes in table order (format 1: over the files'
     /// SHA-256s): one value to quote in an incident, and what a plan of these tables quotes.
     pub content_hash: String,
+    /// When the saved tables were read from their sources, RFC 3339 (snapshots saved before
+    /// it was kept have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -169,6 +173,7 @@ pub fn save(dir: &Path, tables: &Tables, window: Window) -> Result<Manifest> {
             .expect("every table saved has its content hash"),
         tables: entries,
         warnings: tables.warnings.clone(),
+        read_at: tables.read_at.map(crate::timestamp::format),
     };
     let mut text = serde_json::to_string_pretty(&manifest).expect("a manifest always serializes");
     text.push('\n');
@@ -274,6 +279,10 @@ pub fn load(dir: &Path, unread: &[SourceColumn]) -> Result<(Tables, Manifest)> {
                         .and_then(crate::timestamp::parse),
                 }),
             snapshot_hash: Some(manifest.content_hash.clone()),
+            read_at: manifest
+                .read_at
+                .as_deref()
+                .and_then(crate::timestamp::parse),
         },
         manifest,
     ))

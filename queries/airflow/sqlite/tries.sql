@@ -5,6 +5,9 @@
 -- history row comes first, then every task_instance row marked `latest`; the reader leaves out
 -- a latest row whose try it has read from the history. SQLite would look each task_instance
 -- row up in the history's index (a b-tree descent a try, most of this query's time).
+-- `{heartbeat}` is the latest try's last heartbeat, as the reader fills it in for the major
+-- version: Airflow 3 keeps it on the row (`last_heartbeat_at`), Airflow 2 on the try's
+-- LocalTaskJob (`job.latest_heartbeat`). History rows are finished tries: they have none.
 -- Parameters: ?1 since, ?2 until (activity window, 'YYYY-MM-DD HH:MM:SS.ffffff' UTC),
 --             ?3 dag_id LIKE pattern (escape character \).
 -- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
@@ -16,11 +19,11 @@
 -- joined by hash as the tries arrive.
 WITH tries AS (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
-           hostname, pid, queued_dttm, 0 AS latest
+           hostname, pid, queued_dttm, NULL AS heartbeat_at, 0 AS latest
     FROM task_instance_history
     UNION ALL
     SELECT ti.dag_id, ti.task_id, ti.map_index, ti.run_id, ti.try_number, ti.state, ti.start_date,
-           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm, 1 AS latest
+           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm, {heartbeat} AS heartbeat_at, 1 AS latest
     FROM task_instance AS ti
 ),
 -- A latest row whose try the history holds does not make its run audited: only the tries
@@ -47,6 +50,7 @@ SELECT CAST(t.dag_id AS TEXT) AS dag_id,
        CAST(t.hostname AS TEXT) AS hostname,
        CAST(t.pid AS INTEGER) AS pid,
        CAST(t.queued_dttm AS TEXT) AS queued_at,
+       CAST(t.heartbeat_at AS TEXT) AS heartbeat_at,
        t.latest AS latest
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered

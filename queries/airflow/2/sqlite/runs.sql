@@ -15,6 +15,7 @@ WITH zones AS (
 SELECT CAST(dr.dag_id AS TEXT) AS dag_id,
        CAST(dr.run_id AS TEXT) AS run_id,
        CAST(dr.run_type AS TEXT) AS run_type,
+       CAST(dr.state AS TEXT) AS run_state,
        CAST(dr.data_interval_start AS TEXT) AS interval_start,
        CAST(dr.data_interval_end AS TEXT) AS interval_end,
        CAST(dr.execution_date AS TEXT) AS logical_date,

@@ -3,6 +3,8 @@
 -- unless history already holds that try number (a try being retried is in both).
 -- Times leave as timestamptz, which the reader takes in the binary format: microseconds, with
 -- nothing for the server to format or the reader to parse.
+-- The latest try's last heartbeat is on its row (`last_heartbeat_at`); history rows are
+-- finished tries and have none.
 -- Parameters: $1 since, $2 until (activity window, RFC 3339), $3 dag_id LIKE pattern (escape \).
 -- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
 -- --since or --until: the semi-join to audited_runs then keeps every run and costs most of the read.
@@ -11,11 +13,12 @@
 -- rows' order, and sorting a million wide rows spilled to disk.
 WITH tries AS NOT MATERIALIZED (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
-           hostname, pid, queued_dttm
+           hostname, pid, queued_dttm, NULL::timestamptz AS heartbeat_at
     FROM task_instance_history
     UNION ALL
     SELECT ti.dag_id, ti.task_id, ti.map_index, ti.run_id, ti.try_number, ti.state, ti.start_date,
-           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm
+           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm,
+           {heartbeat} AS heartbeat_at
     FROM task_instance AS ti
     WHERE NOT EXISTS (
         SELECT 1 FROM task_instance_history AS h
@@ -49,6 +52,8 @@ SELECT t.dag_id::text AS dag_id,
        t.hostname::text AS hostname,
        t.pid::bigint AS pid,
        t.queued_dttm AS queued_at,
+       t.heartbeat_at AS heartbeat_at,
+       dr.state::text AS run_state,
        dr.data_interval_start AS interval_start,
        dr.data_interval_end AS interval_end,
        dr.logical_date AS logical_date,
