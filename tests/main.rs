@@ -14,6 +14,7 @@ mod file_integrity;
 mod hostile;
 mod html_report;
 mod journal;
+mod listing_shift;
 mod listing_types;
 mod live;
 mod loopback;
