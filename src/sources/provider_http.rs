@@ -353,25 +353,27 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
     // Each read that moved: its number (from 1) and what changed.
     let mut moves: Vec<(usize, String)> = Vec::new();
     let mut reads = 0;
-    // The ids of the read before, when it needs a second read to confirm it.
-    let mut unconfirmed: Option<Vec<Vec<String>>> = None;
-    let (pages, sub_windows) = loop {
+    // The read before and its ids, when it needs a second read to confirm it. The confirmed
+    // read is the one used: a second read only says the listing held still, and what the
+    // first got wrong (a field that does not parse) is not read away.
+    let mut unconfirmed: Option<(Vec<Vec<String>>, Read)> = None;
+    let (pages, sub_windows, used) = loop {
         // A read is a listing of its own: `max_objects` counts its objects; `max_pages` and
         // the deadline count every read's.
         fetcher.objects.store(0, Ordering::Relaxed);
         reads += 1;
         let what = match fetcher.read(&base, window).await? {
-            Ok(read) if !read.uncounted => break (read.pages, read.sub_windows),
+            Ok(read) if !read.uncounted => break (read.pages, read.sub_windows, reads),
             Ok(read) => {
                 let ids = page_ids(&read.pages);
-                let moved = match unconfirmed.as_deref() {
-                    Some(before) => match read_again(before, &ids, &read.pages) {
-                        None => break (read.pages, read.sub_windows),
+                let moved = match unconfirmed.take() {
+                    Some((before, first)) => match read_again(&before, &ids, &read.pages) {
+                        None => break (first.pages, first.sub_windows, reads - 1),
                         moved => moved,
                     },
                     None => None,
                 };
-                unconfirmed = Some(ids);
+                unconfirmed = Some((ids, read));
                 match moved {
                     Some(what) => what,
                     // The first of two reads: the second tells.
@@ -408,7 +410,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
     };
     for (read, what) in &moves {
         coverage.warnings.push(api.scrub(&format!(
-            "{}: the listing moved while it was read (read {read}: {what}); it was read again, and read {reads}, which held still, is the one used",
+            "{}: the listing moved while it was read (read {read}: {what}); it was read again, and read {used}, which held still, is the one used",
             api.shown
         )));
     }
