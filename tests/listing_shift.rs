@@ -313,7 +313,7 @@ fn a_listing_that_moves_once_is_read_again_and_audits_as_the_listing_it_became()
 fn a_listing_that_keeps_moving_exits_2_naming_the_pages_and_what_changed() {
     for case in CASES.iter().filter(|case| case.detects != NO) {
         for (fault, change) in [
-            ("delete%2", ["went from", "gone from it", "repeats"]),
+            ("delete%2", ["went from", "no longer holds", "repeats"]),
             ("insert%2", ["went from", "did not hold", "repeats"]),
         ] {
             let context = format!("{} {fault}", case.name);

@@ -20,16 +20,19 @@
 //! behind the reader makes every later page start one object later (one is skipped), a new
 //! object ahead of it (a newest-first listing's new exports) makes the next page repeat the
 //! last one. So a read of them checks a `total` that changes between pages, a page that
-//! repeats objects of earlier pages, a count over the `total` at the end and, when no page
-//! carries a total, page 1 read again after the last (new or gone objects there: it moved).
+//! repeats objects of earlier pages, and a count over the `total` at the end. When no page
+//! carries a total, a deletion leaves no trace in the pages read, so the listing is read a
+//! second time, page 1 first: new or gone objects on any page mean it moved, and only two
+//! reads that list the same objects on the same pages make it consistent (configure `total`
+//! where the provider sends one: such a listing is read once).
 //! Cursor, link, stripe and relay listings resume from a keyset (the last object read), so
 //! inserts and deletes move nothing under them: an object deleted behind the cursor stays
 //! read, one created behind it (Stripe's newest first) is left for the next audit, and no
 //! object that stayed is skipped or read twice. What can still be seen is checked: an object
 //! read twice within one slice (a cursor that counts positions after all), and a `total`,
 //! where one is configured, that changes. A read that moved is thrown away and the whole
-//! listing read again, at most [`READS`] times within `deadline` and `max_pages`; when no
-//! read holds still the listing is incomplete, naming the URL, the pages and what changed.
+//! listing read again, until [`READS`] reads have moved, within `deadline` and `max_pages`;
+//! then the listing is incomplete, naming the URL, the pages and what changed.
 //!
 //! The listing ends only where the provider says it does: a null or empty next cursor or URL,
 //! a `Link` header without `rel="next"`, `has_more: false`, `hasNextPage: false`, or a short
@@ -419,7 +422,7 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
     Ok(Listed { provider, coverage })
 }
 
-/// The most whole reads of a listing that moves while it is read.
+/// How many reads of a listing may move before it is given up as incomplete.
 pub const READS: usize = 3;
 
 /// A read of the listing that moved while it was read: what changed, naming the URL and pages.
@@ -1424,12 +1427,12 @@ fn changed(first: &[String], again: &[String]) -> String {
     };
     match (new.is_empty(), gone.is_empty()) {
         (false, false) => format!(
-            "it now holds {} it did not hold, and {} it held are gone from it",
+            "it now holds {} it did not hold, and no longer holds {}",
             name(&new),
             name(&gone)
         ),
         (false, true) => format!("it now holds {} it did not hold", name(&new)),
-        (true, false) => format!("{} it held are gone from it", name(&gone)),
+        (true, false) => format!("it no longer holds {}", name(&gone)),
         (true, true) => "its objects come in another order".to_string(),
     }
 }
