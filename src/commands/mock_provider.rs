@@ -1043,6 +1043,21 @@ mod tests {
             "server-error%1".parse::<Fault>().map(|f| f.trigger),
             Ok(Trigger::Every(1))
         );
+        assert_eq!(
+            "delete@2".parse::<Fault>(),
+            Ok(Fault {
+                kind: FaultKind::Delete,
+                trigger: Trigger::At(2)
+            })
+        );
+        assert_eq!(
+            "insert%3".parse::<Fault>().map(|f| f.kind),
+            Ok(FaultKind::Insert(1))
+        );
+        assert_eq!(
+            "insert@1=4".parse::<Fault>().map(|f| f.kind),
+            Ok(FaultKind::Insert(4))
+        );
         assert!("server-error".parse::<Fault>().is_err());
         assert!("nope@1".parse::<Fault>().is_err());
         assert!("drop@0".parse::<Fault>().is_err());

@@ -512,7 +512,7 @@ impl Watch {
         if let Some((id, earlier)) = repeated.first() {
             let count = repeated.len();
             return Err(Moved(format!(
-                "{}: page {number} repeats {count} object{} of page {earlier} ({id}{}): the listing shifted by {count} while it was read (objects were added ahead of the page)",
+                "{}: page {number} repeats {count} object{} of page {earlier} ({id}{}): the listing shifted by {count} while it was read (objects were added ahead of the page, or the provider's order is not stable)",
                 page.label,
                 if count == 1 { "" } else { "s" },
                 if count == 1 { "" } else { ", …" }
