@@ -343,3 +343,99 @@ fn a_listing_that_keeps_moving_exits_2_naming_the_pages_and_what_changed() {
         }
     }
 }
+
+/// A cursor listing whose cursor is a position in disguise (`next_cursor` = how many objects
+/// were served), newest first, on a scripted loopback server: a new object at the head once
+/// page 2 has been served (with `again`, after every even request) makes page 3 repeat page
+/// 2's last object.
+fn positional_cursor(
+    again: bool,
+) -> (
+    crate::loopback::Scripted,
+    onceonly::sources::provider_http::ProviderApi,
+) {
+    use crate::loopback::{Reply, Scripted};
+    use std::sync::Mutex;
+    let objects: Mutex<(Vec<Value>, usize)> = Mutex::new((
+        (0..8)
+            .rev()
+            .map(|n| {
+                serde_json::json!({"id": format!("exp_{n}"), "idempotency_key": format!("k{n}"),
+                    "created": 1_793_491_200 + 60 * n, "status": "live"})
+            })
+            .collect(),
+        0,
+    ));
+    let server = Scripted::start(move |request| {
+        let mut state = objects.lock().unwrap();
+        let (listing, requests) = &mut *state;
+        *requests += 1;
+        let from: usize = request
+            .target()
+            .split_once("cursor=")
+            .map_or(0, |(_, at)| at.parse().unwrap());
+        let page: Vec<Value> = listing.iter().skip(from).take(3).cloned().collect();
+        let next = (from + 3 < listing.len()).then(|| (from + 3).to_string());
+        let body = serde_json::json!({"data": page, "next_cursor": next}).to_string();
+        if *requests == 2 || (again && *requests > 2 && *requests % 2 == 0) {
+            let n = 100 + *requests;
+            listing.insert(
+                0,
+                serde_json::json!({"id": format!("exp_new_{n}"), "idempotency_key": format!("k{n}"),
+                    "created": 1_793_491_200 + 60 * n as i64, "status": "live"}),
+            );
+        }
+        Reply::json("200 OK", body)
+    });
+    let text = format!(
+        "[airflow]\nsnapshot = \"a.csv\"\n[journal]\nsnapshot = \"j.csv\"\n[provider]\nurl = \"{}/exports\"\npagination = \"cursor\"\npage_size = 3\nrequests_per_second = 500\nretries = 1\nbackoff = \"10ms\"\n[provider.fields]\nexternal_id = \"id\"\nop_key = \"idempotency_key\"\ncreated_at = \"created\"\n[[operation]]\ndag_id = \"*\"\ntask_id = \"export\"\n",
+        server.base
+    );
+    let config =
+        onceonly::config::Config::parse(&text, std::path::Path::new("/nowhere/onceonly.toml"))
+            .expect("config");
+    match config.provider.source {
+        onceonly::config::Source::Listing(api) => (server, *api),
+        other => panic!("not a listing: {other:?}"),
+    }
+}
+
+#[test]
+fn a_cursor_that_counts_positions_is_caught_repeating_an_object() {
+    use onceonly::sources::provider_http::{Window, list_blocking};
+    // Once: page 3 repeats exp_2, page 2's last; that read is thrown away, the next holds.
+    let (server, api) = positional_cursor(false);
+    let listed = list_blocking(&api, Window::unbounded()).expect("read again, consistent");
+    let ids = onceonly::cells::texts(&listed.provider, "external_id").unwrap();
+    assert_eq!(
+        ids.len(),
+        9,
+        "the 8 objects and the new one, once each: {ids:?}"
+    );
+    assert_eq!(listed.coverage.reads, 2, "{:?}", listed.coverage);
+    assert!(
+        listed
+            .coverage
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("page 3 repeats 1 object of page 2 (exp_2)")),
+        "{:?}",
+        listed.coverage.warnings
+    );
+    drop(server);
+    // Moving on every other request: never consistent, incomplete naming the pages.
+    let (_server, api) = positional_cursor(true);
+    match list_blocking(&api, Window::unbounded()) {
+        Err(onceonly::error::Error::Incomplete { reason, .. }) => {
+            assert!(
+                reason.contains("3 times over") && reason.contains("repeats 1 object of page"),
+                "{reason}"
+            );
+        }
+        Err(other) => panic!("not incomplete: {other}"),
+        Ok(listed) => panic!(
+            "listed {} objects from a moving cursor",
+            listed.provider.height()
+        ),
+    }
+}
