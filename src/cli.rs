@@ -126,11 +126,15 @@ pub struct MockProviderArgs {
     pub latency: u64,
     /// A fault: KIND@N (the Nth listing request) or KIND%K (every Kth), optionally =VALUE;
     /// e.g. rate-limit@2=1, server-error%3, slow@4=1500, drop@2, truncated@2, invalid-json@2,
-    /// repeat-cursor@2, insert@2=3, missing-field@2, mistyped-field@2, huge@1=80 (MiB),
+    /// repeat-cursor@2, insert@2 (after page 2, a new newest object), delete@2 (after page 2,
+    /// its first object is gone), missing-field@2, mistyped-field@2, huge@1=80 (MiB),
     /// gzip-bomb@1=100 (MiB unpacked), clamp=2 (every page at most 2 objects), lose-next@2.
     /// Repeatable.
     #[arg(long = "fault", value_name = "FAULT")]
     pub faults: Vec<Fault>,
+    /// Serve page and offset listings newest first (Stripe's always is).
+    #[arg(long)]
+    pub newest_first: bool,
     /// Append `METHOD TARGET` of every request to this file.
     #[arg(long, value_name = "FILE")]
     pub request_log: Option<PathBuf>,

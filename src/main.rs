@@ -88,6 +88,7 @@ fn run(cli: Cli) -> Result<u8> {
             options.page_size = args.page_size.max(1);
             options.latency = std::time::Duration::from_millis(args.latency);
             options.faults = args.faults;
+            options.newest_first = args.newest_first;
             options.request_log = args.request_log;
             mock_provider::run(&args.state, &args.bind, args.port, options)?;
             Ok(0)

@@ -15,6 +15,7 @@ mod hostile;
 mod html_report;
 mod in_flight;
 mod journal;
+mod listing_shift;
 mod listing_types;
 mod live;
 mod loopback;

@@ -326,19 +326,26 @@ fn a_request_that_times_out_is_retried() {
 }
 
 #[test]
-fn objects_inserted_mid_listing_are_counted_once() {
+fn objects_inserted_mid_listing_are_listed_as_the_listing_now_is() {
     let objects = state();
-    let expected = expected_rows(&objects);
-    for style in [MockPagination::Page, MockPagination::Offset] {
-        // Two new objects appear before all others while page 3 is asked for: the rest of
-        // the listing shifts and objects of page 2 come again on page 3.
+    for (style, extra) in [
+        // The page's `total` goes from 29 to 31 between page 3 and page 4: read again.
+        (MockPagination::Page, "concurrency = 1"),
+        // No total: the new objects join the end of an oldest-first listing, where the first
+        // read reads them, and a second read lists the same.
+        (MockPagination::Offset, "concurrency = 1"),
+    ] {
+        // Two new objects, newer than all others, once page 3 has been served.
         let mock = mock(objects.clone(), style, &["insert@3=2"]);
-        let listed = list(&mock, style, "concurrency = 1", Window::unbounded());
-        assert_eq!(listed_rows(&listed), expected, "{style:?}");
-        assert_eq!(listed.coverage.repeated, 2, "{style:?}");
-        assert_each_row_keeps_its_own_raw(&listed, &format!("{style:?}, objects repeated"));
-        // Identical copies: nothing to warn about.
-        assert!(listed.coverage.warnings.is_empty(), "{:?}", listed.coverage);
+        let listed = list(&mock, style, extra, Window::unbounded());
+        let ids = onceonly::cells::texts(&listed.provider, "external_id").unwrap();
+        assert_eq!(ids.len(), objects.len() + 2, "{style:?}");
+        for new in ["exp_inserted_0001", "exp_inserted_0002"] {
+            assert!(ids.iter().any(|id| id.as_deref() == Some(new)), "{style:?}");
+        }
+        assert_eq!(listed.coverage.repeated, 0, "{style:?}");
+        assert_eq!(listed.coverage.reads, 2, "{style:?}: {:?}", listed.coverage);
+        assert_each_row_keeps_its_own_raw(&listed, &format!("{style:?}, objects inserted"));
     }
 }
 
@@ -446,9 +453,10 @@ fn listing_failures_are_incomplete_and_named() {
 }
 
 #[test]
-fn a_later_differing_copy_wins_with_a_warning() {
+fn a_listing_that_shifts_and_changes_is_read_again_as_it_now_is() {
     // While page 2 is asked for, one object appears before all others and every status
-    // changes: page 2 repeats page 1's last object, now voided. The later copy is kept.
+    // changes: page 2 repeats page 1's last object. That read moved; the next ones list
+    // every object once, each as it now is.
     let objects = state();
     let mock = mock(objects.clone(), MockPagination::Offset, &["change@2"]);
     let listed = list(
@@ -457,26 +465,22 @@ fn a_later_differing_copy_wins_with_a_warning() {
         "concurrency = 1",
         Window::unbounded(),
     );
-    assert_eq!(listed.coverage.repeated, 1);
-    // The kept copy's raw JSON, not the first one's: its status is the later one.
-    assert_each_row_keeps_its_own_raw(&listed, "a later differing copy");
+    assert_eq!(listed.coverage.repeated, 0);
+    assert_each_row_keeps_its_own_raw(&listed, "a listing read again");
     let ids = onceonly::cells::texts(&listed.provider, "external_id").unwrap();
-    assert_eq!(ids.len(), objects.len());
+    assert_eq!(ids.len(), objects.len() + 1);
     let statuses = onceonly::cells::texts(&listed.provider, "status").unwrap();
-    let voided: Vec<_> = ids
-        .iter()
-        .zip(&statuses)
-        .filter(|(_, status)| status.as_deref() == Some("voided"))
-        .collect();
-    assert_eq!(
-        voided.len(),
-        objects.len() - 2,
-        "page 1's first two stay live"
+    assert!(
+        statuses
+            .iter()
+            .all(|status| status.as_deref() == Some("voided")),
+        "{statuses:?}"
     );
     assert_eq!(listed.coverage.warnings.len(), 1, "{:?}", listed.coverage);
     let warning = &listed.coverage.warnings[0];
     assert!(
-        warning.contains("changed while the listing was read") && warning.contains("page 1"),
+        warning.contains("the listing moved while it was read")
+            && warning.contains("page 2 repeats 1 object of page 1"),
         "{warning}"
     );
 }

@@ -25,9 +25,11 @@
 //! `rate-limit-date` (the same as an HTTP date), `server-error` (500), `slow` (VALUE ms more,
 //! default 1000), `drop` (the connection closes without an answer), `truncated` (the body
 //! cut in half), `invalid-json` (an HTML error page with status 200), `repeat-cursor` (the
-//! next cursor or link is the one just used), `insert` (VALUE new objects, default 2,
-//! created before all others, appear before the answer: page and offset listings shift),
-//! `change` (one object inserted so, and every object's status becomes `voided`),
+//! next cursor or link is the one just used), `insert` (once the page is served, VALUE new
+//! objects, default 1, newer than all others, join the listing, as another client's exports
+//! would), `delete` (once the page is served, its first object leaves the listing: every later
+//! page of a page or offset listing starts one object later), `change` (before the answer,
+//! one object created before all others appears, and every object's status becomes `voided`),
 //! `missing-field` (the first object on the page lacks `id`), `mistyped-field` (its
 //! `created` is not a time), `huge` (a valid page padded to VALUE MiB, default 80),
 //! `gzip-bomb` (a valid page, gzipped, that unpacks to VALUE MiB, default 100, from a body
@@ -36,6 +38,10 @@
 //! providers that cap their page size do), `lose-next` (the page says more follow but names no
 //! way on: no `next_cursor` key, no `Link` header, no `links.next`; for page, offset and
 //! stripe an empty `data`, for relay a null `endCursor`, with `has_more`/`hasNextPage` true).
+//!
+//! `--newest-first` serves page and offset listings newest first, as many providers list (a
+//! new object then shifts every page after the first one object later). Stripe's listing is
+//! newest first whatever it says; the keyset cursors of the other styles list oldest first.
 //!
 //! The server is a small hand-written HTTP/1.1 (one request per connection) over tokio, to
 //! add no dependencies. It only ever binds a loopback address.
@@ -98,7 +104,10 @@ pub enum FaultKind {
     Truncated,
     InvalidJson,
     RepeatCursor,
+    /// Once the page is served, this many objects newer than all others join the listing.
     Insert(usize),
+    /// Once the page is served, its first object leaves the listing.
+    Delete,
     /// One new object before all others, and every object's status becomes `voided`.
     Change,
     MissingField,
@@ -128,7 +137,7 @@ impl FromStr for Fault {
             format!(
                 "{text:?}: write KIND@N (the Nth request) or KIND%K (every Kth), optionally =VALUE; \
                  KIND is rate-limit, rate-limit-date, server-error, slow, drop, truncated, \
-                 invalid-json, repeat-cursor, insert, change, missing-field, mistyped-field, \
+                 invalid-json, repeat-cursor, insert, delete, change, missing-field, mistyped-field, \
                  huge, gzip-bomb, clamp or lose-next; clamp=N alone clamps every request"
             )
         };
@@ -166,7 +175,8 @@ impl FromStr for Fault {
             "truncated" => FaultKind::Truncated,
             "invalid-json" => FaultKind::InvalidJson,
             "repeat-cursor" => FaultKind::RepeatCursor,
-            "insert" => FaultKind::Insert(number(2)? as usize),
+            "insert" => FaultKind::Insert(number(1)?.max(1) as usize),
+            "delete" => FaultKind::Delete,
             "change" => FaultKind::Change,
             "missing-field" => FaultKind::MissingField,
             "mistyped-field" => FaultKind::MistypedField,
@@ -190,6 +200,8 @@ pub struct MockOptions {
     /// Added before every answer.
     pub latency: Duration,
     pub faults: Vec<Fault>,
+    /// Page and offset listings newest first (Stripe's always is).
+    pub newest_first: bool,
     /// Appends `METHOD TARGET` for every request to this file.
     pub request_log: Option<PathBuf>,
     /// When set, a request without exactly this `Authorization` (or other) header is refused
@@ -205,6 +217,7 @@ impl MockOptions {
             page_size: 3,
             latency: Duration::ZERO,
             faults: Vec::new(),
+            newest_first: false,
             request_log: None,
             require_header: None,
         }
@@ -527,6 +540,8 @@ struct Answer {
     padding: u64,
     delay: Option<Duration>,
     drop: bool,
+    /// The id of the page's first object, if it has one (for `delete`).
+    first_id: Option<String>,
 }
 
 impl Answer {
@@ -547,6 +562,12 @@ impl Answer {
         answer
     }
 
+    /// The page whose first object is `first`.
+    fn served(mut self, first: Option<&&Stored>) -> Answer {
+        self.first_id = first.map(|stored| stored.id.clone());
+        self
+    }
+
     fn json(status: u16, body: &Value) -> Answer {
         Answer {
             status,
@@ -556,6 +577,7 @@ impl Answer {
             padding: 0,
             delay: None,
             drop: false,
+            first_id: None,
         }
     }
 }
@@ -650,9 +672,8 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
                 return answer;
             }
             FaultKind::Slow(extra) => delay = Some(extra),
-            FaultKind::Insert(count) => insert(state, count),
             FaultKind::Change => {
-                insert(state, 1);
+                insert_oldest(state);
                 for stored in state.objects.lock().expect("objects lock").iter_mut() {
                     stored.change(|object| object["status"] = json!("voided"));
                 }
@@ -667,6 +688,19 @@ fn answer(state: &Shared, method: &str, target: &str, headers: &[(String, String
         Err(message) => return error(400, &message),
     };
     answer.delay = delay;
+    // Other clients change the listing once this page has been served.
+    for fault in &faults {
+        match *fault {
+            FaultKind::Insert(count) => insert_newest(state, count),
+            FaultKind::Delete => {
+                if let Some(id) = &answer.first_id {
+                    let mut objects = state.objects.lock().expect("objects lock");
+                    objects.retain(|stored| &stored.id != id);
+                }
+            }
+            _ => {}
+        }
+    }
     let damage =
         faults.contains(&FaultKind::MissingField) || faults.contains(&FaultKind::MistypedField);
     if damage {
@@ -730,25 +764,40 @@ fn gzip_padded(body: &[u8], padding: u64) -> Vec<u8> {
     write().expect("gzip into memory cannot fail")
 }
 
-/// New objects created before all others: a page or offset listing in progress shifts.
-fn insert(state: &Shared, count: usize) {
+/// A new object created a second before all others (`change`): an oldest-first page or
+/// offset listing in progress shifts.
+fn insert_oldest(state: &Shared) {
     let mut objects = state.objects.lock().expect("objects lock");
-    let mut inserted = state.inserted.lock().expect("inserted lock");
     let earliest = objects.first().map(|o| o.created).unwrap_or(0);
+    let stored = new_object(state, earliest.div_euclid(1_000_000) - 1);
+    objects.insert(0, stored);
+}
+
+/// New objects created after all others, a second apart (`insert`): a newest-first page or
+/// offset listing in progress shifts.
+fn insert_newest(state: &Shared, count: usize) {
+    let mut objects = state.objects.lock().expect("objects lock");
     for _ in 0..count {
-        *inserted += 1;
-        let micros = earliest - 1_000_000;
-        let id = format!("exp_inserted_{:04}", *inserted);
-        let object = json!({
-            "id": id,
-            "created": micros / 1_000_000,
-            "status": "live",
-            "idempotency_key": format!("inserted:{}", *inserted),
-            "payload_sha256": null,
-            "metadata": {},
-        });
-        objects.insert(0, Stored::new(micros, id, object));
+        let latest = objects.last().map(|o| o.created).unwrap_or(0);
+        let stored = new_object(state, latest.div_euclid(1_000_000) + 1);
+        objects.push(stored);
     }
+}
+
+/// A live object of no operation, created at `seconds`.
+fn new_object(state: &Shared, seconds: i64) -> Stored {
+    let mut inserted = state.inserted.lock().expect("inserted lock");
+    *inserted += 1;
+    let id = format!("exp_inserted_{:04}", *inserted);
+    let object = json!({
+        "id": id,
+        "created": seconds,
+        "status": "live",
+        "idempotency_key": format!("inserted:{}", *inserted),
+        "payload_sha256": null,
+        "metadata": {},
+    });
+    Stored::new(seconds * 1_000_000, id, object)
 }
 
 /// One page of the listing, as the configured style serves it (faults applied that change
@@ -831,12 +880,21 @@ fn listing(
             } else {
                 (number("offset", 0)?, json!({}))
             };
-            let page: Vec<_> = selected.iter().skip(start).take(limit).collect();
+            let ordered: Box<dyn Iterator<Item = &Stored>> = if state.options.newest_first {
+                Box::new(selected.iter().rev())
+            } else {
+                Box::new(selected.iter())
+            };
+            let page: Vec<_> = ordered.skip(start).take(limit).collect();
             let more = start + page.len() < total;
-            let items = if lose_next { Vec::new() } else { data(&page) };
+            let (items, first) = if lose_next {
+                (Vec::new(), None)
+            } else {
+                (data(&page), page.first())
+            };
             body["total"] = json!(total);
             body["has_more"] = json!(more);
-            Ok(Answer::page(body, "data", &items))
+            Ok(Answer::page(body, "data", &items).served(first))
         }
         MockPagination::Stripe => {
             // Newest first, as Stripe lists.
@@ -855,13 +913,13 @@ fn listing(
             };
             let page: Vec<_> = newest.iter().skip(start).take(limit).copied().collect();
             let more = start + page.len() < total;
-            let (items, more) = if lose_next {
-                (Vec::new(), true)
+            let (items, more, first) = if lose_next {
+                (Vec::new(), true, None)
             } else {
-                (data(&page), more)
+                (data(&page), more, page.first())
             };
             let body = json!({ "object": "list", "url": "/exports", "has_more": more });
-            Ok(Answer::page(body, "data", &items))
+            Ok(Answer::page(body, "data", &items).served(first))
         }
         MockPagination::Relay => {
             let opaque = |cursor: &str| base64::engine::general_purpose::STANDARD.encode(cursor);
@@ -893,7 +951,8 @@ fn listing(
                 json!({ "pageInfo": page_info, "totalCount": total }),
                 "nodes",
                 &data(&page),
-            ))
+            )
+            .served(page.first()))
         }
         MockPagination::Cursor | MockPagination::Link | MockPagination::LinkBody => {
             let given = params.get("cursor");
@@ -928,7 +987,8 @@ fn listing(
             };
             let next_url = next.as_deref().map(|cursor| with_cursor(Some(cursor)));
             let data = data(&page);
-            match style {
+            let first = page.first();
+            let answer = match style {
                 MockPagination::Cursor => {
                     let mut body = json!({ "has_more": more, "next_cursor": next });
                     if lose_next {
@@ -936,7 +996,7 @@ fn listing(
                             .expect("an object")
                             .remove("next_cursor");
                     }
-                    Ok(Answer::page(body, "data", &data))
+                    Answer::page(body, "data", &data)
                 }
                 MockPagination::LinkBody => {
                     let links = if lose_next {
@@ -944,7 +1004,7 @@ fn listing(
                     } else {
                         json!({ "next": next_url })
                     };
-                    Ok(Answer::page(json!({ "links": links }), "data", &data))
+                    Answer::page(json!({ "links": links }), "data", &data)
                 }
                 _ => {
                     let mut answer = Answer::page(json!({}), "data", &data);
@@ -955,9 +1015,10 @@ fn listing(
                         }
                         answer.headers.push(("Link".into(), link));
                     }
-                    Ok(answer)
+                    answer
                 }
-            }
+            };
+            Ok(answer.served(first))
         }
     }
 }
@@ -981,6 +1042,21 @@ mod tests {
         assert_eq!(
             "server-error%1".parse::<Fault>().map(|f| f.trigger),
             Ok(Trigger::Every(1))
+        );
+        assert_eq!(
+            "delete@2".parse::<Fault>(),
+            Ok(Fault {
+                kind: FaultKind::Delete,
+                trigger: Trigger::At(2)
+            })
+        );
+        assert_eq!(
+            "insert%3".parse::<Fault>().map(|f| f.kind),
+            Ok(FaultKind::Insert(1))
+        );
+        assert_eq!(
+            "insert@1=4".parse::<Fault>().map(|f| f.kind),
+            Ok(FaultKind::Insert(4))
         );
         assert!("server-error".parse::<Fault>().is_err());
         assert!("nope@1".parse::<Fault>().is_err());

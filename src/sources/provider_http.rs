@@ -12,8 +12,27 @@
 //!   a bounded window is split into `sub_windows` created-at slices which are listed
 //!   concurrently. Slices overlap by a second at their edges, so a server that treats its
 //!   bounds as exclusive loses nothing; what two slices both list is counted once.
-//! * An object seen twice (the listing shifted while it was read) is counted once by its
-//!   external id; when the two copies differ the later page's copy is kept, with a warning.
+//! * Created-at slices overlap, so an object two slices list is counted once by its external
+//!   id; when the two copies differ the later copy is kept, with a warning.
+//!
+//! A live provider serves other clients while it is read, so the listing can move between two
+//! page requests ([`Watch`]). Page and offset listings count positions: an object deleted
+//! behind the reader makes every later page start one object later (one is skipped), a new
+//! object ahead of it (a newest-first listing's new exports) makes the next page repeat the
+//! last one. So a read of them checks a `total` that changes between pages, a page that
+//! repeats objects of earlier pages, and a count over the `total` at the end. When no page
+//! carries a total, a deletion leaves no trace in the pages read, so the listing is read a
+//! second time, page 1 first: new or gone objects on any page mean it moved, and only two
+//! reads that list the same objects on the same pages make it consistent (configure `total`
+//! where the provider sends one: such a listing is read once).
+//! Cursor, link, stripe and relay listings resume from a keyset (the last object read), so
+//! inserts and deletes move nothing under them: an object deleted behind the cursor stays
+//! read, one created behind it (Stripe's newest first) is left for the next audit, and no
+//! object that stayed is skipped or read twice. What can still be seen is checked: an object
+//! read twice within one slice (a cursor that counts positions after all), and a `total`,
+//! where one is configured, that changes. A read that moved is thrown away and the whole
+//! listing read again, until [`READS`] reads have moved, within `deadline` and `max_pages`;
+//! then the listing is incomplete, naming the URL, the pages and what changed.
 //!
 //! The listing ends only where the provider says it does: a null or empty next cursor or URL,
 //! a `Link` header without `rel="next"`, `has_more: false`, `hasNextPage: false`, or a short
@@ -32,7 +51,7 @@
 //! come from the environment, travel only in headers (marked sensitive) and are scrubbed from
 //! every message.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -302,6 +321,8 @@ pub struct ListingCoverage {
     pub repeated: usize,
     /// Created-at slices listed concurrently (1: not split).
     pub sub_windows: usize,
+    /// Whole reads of the listing: more than 1 when a read moved and was thrown away.
+    pub reads: usize,
     pub warnings: Vec<String>,
 }
 
@@ -332,44 +353,54 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
     let base = Url::parse(&api.url).map_err(|err| api.incomplete(format!("{}: {err}", api.url)))?;
     let fetch_started = std::time::Instant::now();
 
-    let (pages, sub_windows) = match (&api.pagination, window.from, window.to) {
-        (pagination, Some(from), Some(to))
-            if pagination.sequential()
-                && api.created_after_param.is_some()
-                && api.created_before_param.is_some()
-                && api.sub_windows > 1
-                && to > from =>
-        {
-            let slices = split(from, to, api.sub_windows);
-            let count = slices.len();
-            let lists: Vec<(usize, Vec<Page>)> =
-                futures_util::stream::iter(slices.into_iter().enumerate())
-                    .map(|(index, slice)| {
-                        let fetcher = &fetcher;
-                        let base = &base;
-                        async move {
-                            let label = format!("slice {} of {count}", index + 1);
-                            let url = first_url(api, base, slice, true);
-                            Ok::<_, Error>((index, fetcher.sequential(url, &label).await?))
-                        }
-                    })
-                    .buffer_unordered(api.concurrency.max(1))
-                    .try_collect()
-                    .await?;
-            let mut lists = lists;
-            lists.sort_by_key(|(index, _)| *index);
-            (
-                lists.into_iter().flat_map(|(_, pages)| pages).collect(),
-                count,
-            )
+    // Each read that moved: its number (from 1) and what changed.
+    let mut moves: Vec<(usize, String)> = Vec::new();
+    let mut reads = 0;
+    // The read before and its ids, when it needs a second read to confirm it. The confirmed
+    // read is the one used: a second read only says the listing held still, and what the
+    // first got wrong (a field that does not parse) is not read away.
+    let mut unconfirmed: Option<(Vec<Vec<String>>, Read)> = None;
+    let (pages, sub_windows, used) = loop {
+        // A read is a listing of its own: `max_objects` counts its objects; `max_pages` and
+        // the deadline count every read's.
+        fetcher.objects.store(0, Ordering::Relaxed);
+        reads += 1;
+        let what = match fetcher.read(&base, window).await? {
+            Ok(read) if !read.uncounted => break (read.pages, read.sub_windows, reads),
+            Ok(read) => {
+                let ids = page_ids(&read.pages);
+                let moved = match unconfirmed.take() {
+                    Some((before, first)) => match read_again(&before, &ids, &read.pages) {
+                        None => break (first.pages, first.sub_windows, reads - 1),
+                        moved => moved,
+                    },
+                    None => None,
+                };
+                unconfirmed = Some((ids, read));
+                match moved {
+                    Some(what) => what,
+                    // The first of two reads: the second tells.
+                    None => continue,
+                }
+            }
+            Err(Moved(what)) => {
+                unconfirmed = None;
+                what
+            }
+        };
+        moves.push((reads, what));
+        if moves.len() >= READS {
+            let moves: Vec<String> = moves
+                .iter()
+                .map(|(read, what)| format!("read {read}: {what}"))
+                .collect();
+            return Err(api.incomplete(format!(
+                "the listing moved while it was read, {READS} times over, so no read of {} is consistent: {}",
+                api.url,
+                moves.join("; ")
+            )));
         }
-        (pagination, _, _) if pagination.sequential() => {
-            let url = first_url(api, &base, window, false);
-            (fetcher.sequential(url, "listing").await?, 1)
-        }
-        _ => (fetcher.numbered(&base, window).await?, 1),
     };
-
     crate::timing::phase("read:provider:fetch", fetch_started);
     let mut coverage = ListingCoverage {
         window,
@@ -377,11 +408,189 @@ pub async fn list(api: &ProviderApi, window: Window) -> Result<Listed> {
         requests: fetcher.requests.load(Ordering::Relaxed),
         retries: fetcher.retrier.retries(),
         sub_windows,
+        reads,
         ..ListingCoverage::default()
     };
+    for (read, what) in &moves {
+        coverage.warnings.push(api.scrub(&format!(
+            "{}: the listing moved while it was read (read {read}: {what}); it was read again, and read {used}, which held still, is the one used",
+            api.shown
+        )));
+    }
     let provider = frame(api, pages, window, &mut coverage)?;
     progress.done();
     Ok(Listed { provider, coverage })
+}
+
+/// How many reads of a listing may move before it is given up as incomplete.
+pub const READS: usize = 3;
+
+/// A read of the listing that moved while it was read: what changed, naming the URL and pages.
+struct Moved(String);
+
+/// One whole read of the listing that did not see it move.
+struct Read {
+    pages: Vec<Page>,
+    /// Created-at slices listed concurrently (1: not split).
+    sub_windows: usize,
+    /// A page or offset listing of more than one page whose pages carry no `total`: an object
+    /// deleted behind the reader would have gone unseen, so only a second read that lists the
+    /// same objects on the same pages makes it consistent.
+    uncounted: bool,
+}
+
+/// The external ids of a read, page by page.
+fn page_ids(pages: &[Page]) -> Vec<Vec<String>> {
+    pages
+        .iter()
+        .map(|page| page.objects.ids.iter().flatten().cloned().collect())
+        .collect()
+}
+
+/// How `now`, a read of the listing, differs from the read before it (`before`), naming the
+/// first page where they differ; None when they list the same objects on the same pages.
+fn read_again(before: &[Vec<String>], now: &[Vec<String>], pages: &[Page]) -> Option<String> {
+    let at = (0..before.len().max(now.len())).find(|&at| before.get(at) != now.get(at))?;
+    let empty = Vec::new();
+    let change = changed(
+        before.get(at).unwrap_or(&empty),
+        now.get(at).unwrap_or(&empty),
+    );
+    let label = pages
+        .get(at)
+        .map_or_else(|| format!("page {}", at + 1), |page| page.label.clone());
+    Some(format!(
+        "{label}, read again: {change} (the read before had {} pages, this one {})",
+        before.len(),
+        now.len()
+    ))
+}
+
+/// What one read of the listing has seen so far, page after page in listing order, to tell
+/// whether the listing moved under it.
+#[derive(Default)]
+struct Watch {
+    /// The page (from 1) each external id was first read on.
+    read_on: HashMap<String, usize>,
+    /// The latest `total` a page carried, and that page.
+    total: Option<(i64, usize)>,
+    /// Distinct objects read.
+    distinct: i64,
+}
+
+impl Watch {
+    /// Page `number` read: its `total` must be the one the pages before it carried, and none
+    /// of its objects may be one an earlier page (or itself) listed already.
+    fn page(
+        &mut self,
+        api: &ProviderApi,
+        number: usize,
+        page: &Page,
+        total: Option<i64>,
+    ) -> Result<(), Moved> {
+        if let (Some(now), Some((before, at)), Some(path)) = (total, self.total, &api.total)
+            && now != before
+        {
+            return Err(Moved(format!(
+                "{}: the total `{path}` went from {before} to {now} between page {at} and page {number}",
+                page.label
+            )));
+        }
+        if let Some(total) = total {
+            self.total = Some((total, number));
+        }
+        let mut repeated: Vec<(&str, usize)> = Vec::new();
+        for id in page.objects.ids.iter().flatten() {
+            match self.read_on.get(id) {
+                Some(earlier) => repeated.push((id, *earlier)),
+                None => {
+                    self.read_on.insert(id.clone(), number);
+                    self.distinct += 1;
+                }
+            }
+        }
+        if let Some((id, earlier)) = repeated.first() {
+            let count = repeated.len();
+            return Err(Moved(format!(
+                "{}: page {number} repeats {count} object{} of page {earlier} ({id}{}): the listing shifted by {count} while it was read (objects were added ahead of the page, or the provider's order is not stable)",
+                page.label,
+                if count == 1 { "" } else { "s" },
+                if count == 1 { "" } else { ", …" }
+            )));
+        }
+        Ok(())
+    }
+
+    /// The read ended on `label`: it cannot hold more distinct objects than the last `total`
+    /// said there are. (Fewer is a page that was cut short: [`Fetcher::check_end`].)
+    fn end(&self, api: &ProviderApi, label: &str) -> Result<(), Moved> {
+        match (self.total, &api.total) {
+            (Some((total, at)), Some(path)) if self.distinct > total => Err(Moved(format!(
+                "{label}: {} objects were read, and the total `{path}` of page {at} is {total}",
+                self.distinct
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Fetcher<'_> {
+    /// One whole read of the listing: its pages, or how it moved while it was read.
+    async fn read(&self, base: &Url, window: Window) -> Result<Result<Read, Moved>> {
+        let api = self.api;
+        Ok(match (&api.pagination, window.from, window.to) {
+            (pagination, Some(from), Some(to))
+                if pagination.sequential()
+                    && api.created_after_param.is_some()
+                    && api.created_before_param.is_some()
+                    && api.sub_windows > 1
+                    && to > from =>
+            {
+                let slices = split(from, to, api.sub_windows);
+                let count = slices.len();
+                let lists: Vec<(usize, Result<Vec<Page>, Moved>)> =
+                    futures_util::stream::iter(slices.into_iter().enumerate())
+                        .map(|(index, slice)| async move {
+                            let label = format!("slice {} of {count}", index + 1);
+                            let url = first_url(api, base, slice, true);
+                            Ok::<_, Error>((index, self.sequential(url, &label).await?))
+                        })
+                        .buffer_unordered(api.concurrency.max(1))
+                        .try_collect()
+                        .await?;
+                let mut lists = lists;
+                lists.sort_by_key(|(index, _)| *index);
+                let mut pages = Vec::new();
+                for (_, list) in lists {
+                    match list {
+                        Ok(list) => pages.extend(list),
+                        Err(moved) => return Ok(Err(moved)),
+                    }
+                }
+                Ok(Read {
+                    pages,
+                    sub_windows: count,
+                    uncounted: false,
+                })
+            }
+            (pagination, _, _) if pagination.sequential() => {
+                let url = first_url(api, base, window, false);
+                self.sequential(url, "listing").await?.map(|pages| Read {
+                    pages,
+                    sub_windows: 1,
+                    uncounted: false,
+                })
+            }
+            _ => self
+                .numbered(base, window)
+                .await?
+                .map(|(pages, counted)| Read {
+                    uncounted: !counted && pages.len() > 1,
+                    pages,
+                    sub_windows: 1,
+                }),
+        })
+    }
 }
 
 /// [`list`] on a runtime of its own, for callers that are not async.
@@ -735,11 +944,12 @@ struct Fetcher<'a> {
 
 impl Fetcher<'_> {
     /// A sequential listing (cursor, link, stripe, relay), one page after another.
-    async fn sequential(&self, first: Url, slice: &str) -> Result<Vec<Page>> {
+    async fn sequential(&self, first: Url, slice: &str) -> Result<Result<Vec<Page>, Moved>> {
         let api = self.api;
         let mut url = first;
         let mut seen: HashSet<String> = HashSet::new();
         let mut pages = Vec::new();
+        let mut watch = Watch::default();
         let mut listed = 0i64;
         for number in 1.. {
             let label = format!("GET {url}, page {number} of the {slice}");
@@ -750,7 +960,19 @@ impl Fetcher<'_> {
             let count = objects.len();
             listed += count as i64;
             pages.push(Page { label, objects });
-            let label = &pages.last().expect("just pushed").label;
+            let page = pages.last().expect("just pushed");
+            let label = &page.label;
+            // A cursor sent back again loops whatever the listing does: that comes first.
+            if let Step::Next { token, .. } = &step
+                && seen.contains(token)
+            {
+                return Err(api.incomplete(format!(
+                    "{label}: the provider sent a cursor it had already sent ({token:?}); the listing would never end"
+                )));
+            }
+            if let Err(moved) = watch.page(api, number, page, hints.total) {
+                return Ok(Err(moved));
+            }
             let (token, next_url) = match step {
                 Step::Next { token, url } => (token, url),
                 // `has_more: false`, or a total reached, declares the end without a pointer.
@@ -765,14 +987,10 @@ impl Fetcher<'_> {
                 }
                 Step::End | Step::Silent(_) => {
                     self.check_end(label, (&answer, &hints, &url), listed)?;
-                    return Ok(pages);
+                    return Ok(watch.end(api, label).map(|()| pages));
                 }
             };
-            if !seen.insert(token.clone()) {
-                return Err(api.incomplete(format!(
-                    "{label}: the provider sent a cursor it had already sent ({token:?}); the listing would never end"
-                )));
-            }
+            seen.insert(token);
             url = next_url;
         }
         unreachable!("the pages of a listing are counted without end")
@@ -934,8 +1152,13 @@ impl Fetcher<'_> {
             .then(|| format!("its `Link` header names another last page ({last})"))
     }
 
-    /// A page-number or offset listing: the first page, then the rest concurrently.
-    async fn numbered(&self, base: &Url, window: Window) -> Result<Vec<Page>> {
+    /// A page-number or offset listing: the first page, then the rest concurrently; with
+    /// whether its pages carried a `total` it was checked against.
+    async fn numbered(
+        &self,
+        base: &Url,
+        window: Window,
+    ) -> Result<Result<(Vec<Page>, bool), Moved>> {
         let api = self.api;
         let first = first_url(api, base, window, false);
         let (param, first_number) = match &api.pagination {
@@ -970,6 +1193,13 @@ impl Fetcher<'_> {
             }
         };
 
+        let mut watch = Watch::default();
+        // Each page is watched as it joins the read, in listing order.
+        let mut keep = |read: Numbered, pages: &mut Vec<Page>| -> Result<(), Moved> {
+            watch.page(api, read.slot as usize + 1, &read.page, read.hints.total)?;
+            pages.push(read.page);
+            Ok(())
+        };
         let asked = i64::from(api.page_size);
         let mut read = fetch_slot(0, asked).await?;
         let count = read.count();
@@ -984,7 +1214,9 @@ impl Fetcher<'_> {
             full = count;
             if !says_more {
                 // Everything fitted, or the server serves fewer than asked: page 2 tells.
-                pages.push(read.page);
+                if let Err(moved) = keep(read, &mut pages) {
+                    return Ok(Err(moved));
+                }
                 read = fetch_slot(1, count).await?;
                 total = read.hints.total.or(total);
                 next_slot = 2;
@@ -997,15 +1229,24 @@ impl Fetcher<'_> {
         loop {
             if read.count() < full || bounded.is_some_and(|last| last < next_slot) {
                 let reached = read.slot * full + read.count();
+                // A page cut short while its own `total` says more: incomplete, moved or not.
                 self.check_end(
                     &read.page.label,
                     (&read.answer, &read.hints, &read.url),
                     reached,
                 )?;
-                pages.push(read.page);
-                return Ok(pages);
+                let label = read.page.label.clone();
+                if let Err(moved) = keep(read, &mut pages) {
+                    return Ok(Err(moved));
+                }
+                if let Err(moved) = watch.end(api, &label) {
+                    return Ok(Err(moved));
+                }
+                return Ok(Ok((pages, watch.total.is_some())));
             }
-            pages.push(read.page);
+            if let Err(moved) = keep(read, &mut pages) {
+                return Ok(Err(moved));
+            }
             let end = bounded.unwrap_or(i64::MAX);
             let mut stream = futures_util::stream::iter(next_slot..=end)
                 .map(|slot| fetch_slot(slot, full))
@@ -1014,8 +1255,10 @@ impl Fetcher<'_> {
             while let Some(result) = stream.next().await {
                 let page = result?;
                 next_slot = page.slot + 1;
-                if let Some(previous) = latest.replace(page) {
-                    pages.push(previous.page);
+                if let Some(previous) = latest.replace(page)
+                    && let Err(moved) = keep(previous, &mut pages)
+                {
+                    return Ok(Err(moved));
                 }
                 if latest.as_ref().is_some_and(|page| page.count() < full) {
                     break;
@@ -1165,6 +1408,32 @@ impl Fetcher<'_> {
         tokio::time::timeout_at(deadline, exchange)
             .await
             .map_err(|_| overdue())?
+    }
+}
+
+/// How a page read again (`again`) differs from its first read (`first`), which it does.
+fn changed(first: &[String], again: &[String]) -> String {
+    let missing = |ids: &[String], from: &[String]| -> Vec<String> {
+        ids.iter()
+            .filter(|id| !from.contains(id))
+            .cloned()
+            .collect()
+    };
+    let (new, gone) = (missing(again, first), missing(first, again));
+    let name = |ids: &[String]| match ids {
+        [one] => format!("1 object ({one})"),
+        [first, ..] => format!("{} objects ({first}, …)", ids.len()),
+        [] => String::new(),
+    };
+    match (new.is_empty(), gone.is_empty()) {
+        (false, false) => format!(
+            "it now holds {} it did not hold, and no longer holds {}",
+            name(&new),
+            name(&gone)
+        ),
+        (false, true) => format!("it now holds {} it did not hold", name(&new)),
+        (true, false) => format!("it no longer holds {}", name(&gone)),
+        (true, true) => "its objects come in another order".to_string(),
     }
 }
 
