@@ -120,14 +120,13 @@ impl InFlight {
         let states = crate::cells::text_column(tries, "state")?;
         let run_states = crate::cells::text_column(tries, "run_state")?;
         let heartbeats = crate::cells::int_column(tries, "heartbeat_at")?;
-        let not_final = crate::cells::each_text(&states, |state| match state {
-            Some(state) => Some(NOT_FINAL.contains(&state)),
-            None => None,
+        let not_final = crate::cells::each_text(&states, |state| {
+            state.map(|state| NOT_FINAL.contains(&state))
         });
         let run_open = crate::cells::each_text(&run_states, |state| {
             state.is_some_and(|state| RUN_NOT_FINISHED.contains(&state))
         });
-        if !not_final.iter().any(|n| *n == Some(true)) && !run_open.iter().any(|open| *open) {
+        if !not_final.contains(&Some(true)) && !run_open.contains(&true) {
             return Ok(InFlight::default());
         }
         let timeout = i64::try_from(timeout.as_micros()).unwrap_or(i64::MAX);
@@ -291,7 +290,7 @@ impl InFlight {
                 continue;
             }
             let from_absence =
-                crate::rules::by_code(finding.code).is_some_and(|rule| rule.from_absence());
+                crate::rules::by_code(finding.code).is_some_and(|rule| rule.reasons_from_absence());
             if from_absence {
                 self.coverage.findings_withheld += 1;
             } else {

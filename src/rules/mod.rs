@@ -79,7 +79,7 @@ pub trait Rule: Sync {
     /// Whether it reasons from an absence (a missing commit, object or journal row): then it
     /// does not judge an interval with a try in flight (`crate::in_flight`), which may yet
     /// write or create what is missing.
-    fn from_absence(&self) -> bool;
+    fn reasons_from_absence(&self) -> bool;
     fn check(&self, prepared: &Prepared) -> Result<Vec<Finding>>;
     /// The actions proposed for one of this rule's findings (none where it needs none).
     fn repair(&self, finding: &Finding, named: &NamedRows) -> Vec<Repair>;
@@ -147,7 +147,7 @@ macro_rules! impl_rule {
             fn reads(&self) -> &'static [$crate::model::SourceColumn] {
                 Self::READS
             }
-            fn from_absence(&self) -> bool {
+            fn reasons_from_absence(&self) -> bool {
                 Self::FROM_ABSENCE
             }
             fn check(
