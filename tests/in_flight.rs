@@ -213,3 +213,94 @@ fn up_for_retry_is_in_flight_and_a_bad_timeout_is_refused() {
         stderr(&out)
     );
 }
+
+/// The real scheduler's database copied with SQLite's backup API while two tries slept
+/// (`fixtures/airflow/in_flight.sh`): one after creating its object, one after writing its
+/// intent; one try waited for its retry, one for a pool slot. Judged as of the copy (the
+/// heartbeats were seconds old; the timeout here is longer than the fixture's age), only the
+/// finished lost response is a finding; judged today, the sleeping tries are probably dead.
+#[test]
+fn a_scheduler_database_copied_while_tries_run_judges_only_what_finished() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2-in-flight");
+    let expected: Value = serde_json::from_str(&scenario.read("expected_in_flight.json")).unwrap();
+    scenario.edit(
+        "onceonly.toml",
+        "[airflow]\n",
+        "[airflow]\nheartbeat_timeout = \"1000000h\"\n",
+    );
+    let (code, at_copy) = report(&scenario, &[]);
+    assert_eq!(code, Some(1));
+    let found: Vec<(String, String, String)> = at_copy["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap().to_string(),
+                f["dag_id"].as_str().unwrap().to_string(),
+                f["interval"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "L001".to_string(),
+            "onceonly_k_in_flight".to_string(),
+            "2026-12-03T00:00:00Z".to_string()
+        )],
+        "only the finished lost response"
+    );
+    let in_flight = &at_copy["coverage"]["in_flight"];
+    assert_eq!(in_flight["findings_withheld"], 3, "{in_flight}");
+    // Every try the copy holds in a state that is not final is listed, except the try waiting
+    // for its retry: Airflow keeps it as `failed` in task_instance_history, and its interval
+    // waits because its run is still running.
+    let listed: Vec<(String, String)> = in_flight["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["run_id"].as_str().unwrap().into(),
+                t["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for wanted in expected["not_final_tries"].as_array().unwrap() {
+        let pair = (
+            wanted["run_id"].as_str().unwrap().to_string(),
+            wanted["state"].as_str().unwrap().to_string(),
+        );
+        assert_eq!(
+            listed.contains(&pair),
+            pair.1 != "up_for_retry",
+            "{pair:?} in {listed:?}"
+        );
+    }
+    assert_eq!(in_flight["intervals"], 4);
+
+    // The default timeout, long after the copy: the sleeping tries are probably dead, judged
+    // as failed, and their absences are findings again.
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2-in-flight");
+    let (_, later) = report(&scenario, &[]);
+    assert_eq!(
+        later["coverage"]["in_flight"]["probably_dead"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{}",
+        later["coverage"]
+    );
+    assert!(codes_in(&later).contains(&"L002".to_string()));
+}
+
+fn codes_in(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect()
+}
