@@ -107,9 +107,6 @@ pub struct TryInFlight {
     /// Its last heartbeat, RFC 3339, where the source tells it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub heartbeat_at: Option<String>,
-    /// How old the heartbeat was when the sources were read, in seconds.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub heartbeat_age_seconds: Option<i64>,
 }
 
 impl InFlight {
@@ -222,9 +219,9 @@ impl InFlight {
                 try_number: numbers.get(at).unwrap_or(0),
                 state: states.get(row).map(str::to_string),
                 interval: labels.get(at).map(str::to_string),
+                // The time, not its age: a report of the same read is the same whenever it
+                // is written.
                 heartbeat_at: heartbeat_at.map(crate::timestamp::format),
-                heartbeat_age_seconds: heartbeat_at
-                    .map(|beat| now.saturating_sub(beat) / 1_000_000),
             };
             match liveness {
                 Liveness::InFlight => listed.push(entry),

@@ -242,11 +242,8 @@ fn in_flight_lines(in_flight: &crate::in_flight::InFlightCoverage) -> Vec<String
         } else {
             String::new()
         };
-        let heartbeat = match entry.heartbeat_age_seconds {
-            Some(age) => format!(
-                ", last heartbeat {} ago",
-                crate::timestamp::format_duration(age.saturating_mul(1_000_000))
-            ),
+        let heartbeat = match &entry.heartbeat_at {
+            Some(at) => format!(", last heartbeat {at}"),
             None => String::new(),
         };
         format!(

@@ -8,6 +8,8 @@
 -- `{heartbeat}` is the latest try's last heartbeat, as the reader fills it in for the major
 -- version: Airflow 3 keeps it on the row (`last_heartbeat_at`), Airflow 2 on the try's
 -- LocalTaskJob (`job.latest_heartbeat`). History rows are finished tries: they have none.
+-- Both arms give it as TEXT: arms of different affinities keep SQLite from flattening the
+-- compound, and then it no longer gives the history's rows first.
 -- Parameters: ?1 since, ?2 until (activity window, 'YYYY-MM-DD HH:MM:SS.ffffff' UTC),
 --             ?3 dag_id LIKE pattern (escape character \).
 -- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
@@ -19,11 +21,11 @@
 -- joined by hash as the tries arrive.
 WITH tries AS (
     SELECT dag_id, task_id, map_index, run_id, try_number, state, start_date, end_date,
-           hostname, pid, queued_dttm, NULL AS heartbeat_at, 0 AS latest
+           hostname, pid, queued_dttm, CAST(NULL AS TEXT) AS heartbeat_at, 0 AS latest
     FROM task_instance_history
     UNION ALL
     SELECT ti.dag_id, ti.task_id, ti.map_index, ti.run_id, ti.try_number, ti.state, ti.start_date,
-           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm, {heartbeat} AS heartbeat_at, 1 AS latest
+           ti.end_date, ti.hostname, ti.pid, ti.queued_dttm, CAST({heartbeat} AS TEXT) AS heartbeat_at, 1 AS latest
     FROM task_instance AS ti
 ),
 -- A latest row whose try the history holds does not make its run audited: only the tries
