@@ -488,14 +488,22 @@ pub fn unset_environment(text: &str) -> Vec<(String, String)> {
 }
 
 fn busy_timeout(text: &Option<String>) -> std::result::Result<Option<Duration>, String> {
+    duration_above_zero("busy_timeout", text, "\"30s\" or \"500ms\"")
+}
+
+/// A duration setting `key` of the config: above zero, if the config gives one; the message
+/// of one that is not names the key and `examples`.
+fn duration_above_zero(
+    key: &str,
+    text: &Option<String>,
+    examples: &str,
+) -> std::result::Result<Option<Duration>, String> {
     match text {
         None => Ok(None),
         Some(text) => crate::timestamp::parse_wait(text)
             .filter(|wait| !wait.is_zero())
             .map(Some)
-            .ok_or_else(|| {
-                format!("busy_timeout = {text:?}: give a duration such as \"30s\" or \"500ms\"")
-            }),
+            .ok_or_else(|| format!("{key} = {text:?}: give a duration such as {examples}")),
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{EngineContext, Result};
 use crate::prepare::Prepared;
 use crate::rules::Finding;
 
@@ -156,17 +156,9 @@ impl InFlight {
                 .map(|&row| row as polars::prelude::IdxSize)
                 .collect(),
         );
-        let some = tries
-            .take(&picked)
-            .map_err(|err| crate::error::Error::Engine {
-                doing: "finding the tries in flight".into(),
-                message: err.to_string(),
-            })?;
+        let some = tries.take(&picked).engine("finding the tries in flight")?;
         let labels = crate::prepare::interval_labels(&some)?;
-        let labels = labels.str().map_err(|err| crate::error::Error::Engine {
-            doing: "finding the tries in flight".into(),
-            message: err.to_string(),
-        })?;
+        let labels = labels.str().engine("finding the tries in flight")?;
         let text = |name: &str| crate::cells::text_column(&some, name);
         let int = |name: &str| crate::cells::int_column(&some, name);
         let (dags, runs, tasks) = (text("dag_id")?, text("run_id")?, text("task_id")?);

@@ -56,19 +56,13 @@ struct RawApi {
 
 pub(super) fn settings(mut table: Table<'_>, base: &Path) -> Result<AirflowSettings> {
     let raw: RawAirflow = table.take()?;
-    let heartbeat_timeout = match &raw.heartbeat_timeout {
-        None => DEFAULT_HEARTBEAT_TIMEOUT,
-        Some(text) => crate::timestamp::parse_wait(text)
-            .filter(|wait| !wait.is_zero())
-            .ok_or_else(|| {
-                table.error(
-                    "heartbeat_timeout",
-                    format!(
-                        "heartbeat_timeout = {text:?}: give a duration above zero such as \"300s\" or \"5m\""
-                    ),
-                )
-            })?,
-    };
+    let heartbeat_timeout = super::duration_above_zero(
+        "heartbeat_timeout",
+        &raw.heartbeat_timeout,
+        "\"300s\" or \"5m\"",
+    )
+    .map_err(|message| table.error("heartbeat_timeout", message))?
+    .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT);
     let source = source(raw, table, base)?;
     Ok(AirflowSettings {
         source,

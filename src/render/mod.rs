@@ -237,21 +237,15 @@ fn in_flight_lines(in_flight: &crate::in_flight::InFlightCoverage) -> Vec<String
         ));
     }
     let shown = |entry: &crate::in_flight::TryInFlight| {
-        let map = if entry.map_index >= 0 {
-            format!("[{}]", entry.map_index)
-        } else {
-            String::new()
-        };
         let heartbeat = match &entry.heartbeat_at {
             Some(at) => format!(", last heartbeat {at}"),
             None => String::new(),
         };
         format!(
-            "{} {} {}{map}#{} {}{heartbeat}",
+            "{} {} {} {}{heartbeat}",
             entry.dag_id,
             entry.task_id,
-            entry.run_id,
-            entry.try_number,
+            crate::rules::try_ref(&entry.run_id, Some(entry.try_number), Some(entry.map_index)),
             entry.state.as_deref().unwrap_or("no state"),
         )
     };
