@@ -186,6 +186,10 @@ pub struct Noticed {
     /// map index and try number match none of the run's tries): a journal that does not record
     /// Airflow's `map_index` for a mapped task, or counts tries its own way.
     pub without_their_try: Option<WithoutTheirTry>,
+    /// The DAGs whose keys format a time in the DAG's own zone while the metadata read gave no
+    /// zone for them (`Prepared::zones_unknown`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub zones_unknown: BTreeSet<String>,
 }
 
 /// A later operation's tasks that an earlier one takes.
@@ -234,6 +238,7 @@ impl Noticed {
             }),
             (ours, theirs) => ours.or(theirs),
         };
+        self.zones_unknown.extend(other.zones_unknown);
     }
 
     /// The report's warnings: one per operation that matches audited tasks but audits none of
@@ -269,6 +274,28 @@ impl Noticed {
                 shown(try_number),
                 if one { "its try is" } else { "their tries are" },
                 if one { "it" } else { "them" },
+            ));
+        }
+        if !self.zones_unknown.is_empty() {
+            const SHOWN: usize = 10;
+            let count = self.zones_unknown.len();
+            let mut dags: Vec<String> = self
+                .zones_unknown
+                .iter()
+                .take(SHOWN)
+                .map(|dag| format!("`{dag}`"))
+                .collect();
+            if count > SHOWN {
+                dags.push(format!("and {} more", count - SHOWN));
+            }
+            warnings.push(format!(
+                "time zone unknown for {} DAG{} ({}): {} key template{} format{} times in the DAG's own zone, which the metadata read does not give (the Airflow REST API gives no DAG's own zone: its `/dags/{{dag_id}}/details` answers the server's default_timezone for every DAG; a database gives none for a DAG with no serialized version), so they are formatted in UTC; set `timezone` on the [[operation]] (or name the zone in the template) if a DAG is scheduled in another zone",
+                count,
+                if count == 1 { "" } else { "s" },
+                dags.join(", "),
+                if count == 1 { "its" } else { "their" },
+                if count == 1 { "" } else { "s" },
+                if count == 1 { "s" } else { "" },
             ));
         }
         warnings

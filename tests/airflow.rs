@@ -981,3 +981,223 @@ fn an_operation_that_earlier_ones_shadow_is_named_in_a_warning() {
     let (_, warnings) = warnings_of(&format!("{}{catch_all}", &config[..last]));
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+/// Stores every serialized DAG of the scenario's `airflow.db` as Airflow does under
+/// `[core] compress_serialized_dags = True` (its `SerializedDagModel` writes the zlib of the
+/// JSON to `data_compressed` and leaves `data` NULL).
+fn compress_serialized_dags(scenario: &Scenario) {
+    use std::io::Write;
+    let db = rusqlite::Connection::open(scenario.path("airflow.db")).unwrap();
+    let rows: Vec<(i64, String)> = db
+        .prepare("SELECT rowid, data FROM serialized_dag WHERE data IS NOT NULL")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!rows.is_empty());
+    for (rowid, data) in rows {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(data.as_bytes()).unwrap();
+        db.execute(
+            "UPDATE serialized_dag SET data = NULL, data_compressed = ?1 WHERE rowid = ?2",
+            rusqlite::params![zlib.finish().unwrap(), rowid],
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_dag_serialized_compressed_gives_its_zone_as_well() {
+    for version in VERSIONS {
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        compress_serialized_dags(&scenario);
+        let zones = |path: PathBuf| -> BTreeMap<String, Option<String>> {
+            let attempts = read(path, Filter::default()).expect("read").attempts;
+            let text = |name: &str| attempts.column(name).unwrap().str().unwrap().clone();
+            let (dags, zones) = (text("dag_id"), text("dag_timezone"));
+            dags.iter()
+                .zip(zones.iter())
+                .map(|(dag, zone)| (dag.unwrap().to_string(), zone.map(str::to_string)))
+                .collect()
+        };
+        let compressed = zones(scenario.path("airflow.db"));
+        assert_eq!(compressed, zones(fixture_db(version)), "{version}");
+        assert_eq!(compressed[BERLIN].as_deref(), Some("Europe/Berlin"));
+
+        // The Berlin DAG's keys are in its own zone: nothing to report, across the DST change.
+        let output = scenario.audit(&["--dag", BERLIN, "--format", "json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(findings_of(&report, BERLIN).is_empty(), "{version}");
+        assert!(
+            !report["coverage"]["warnings"]
+                .to_string()
+                .contains("time zone unknown"),
+            "{version}: {}",
+            report["coverage"]["warnings"]
+        );
+    }
+}
+
+#[test]
+fn a_compressed_serialized_dag_that_does_not_inflate_is_bad_input_naming_its_row() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    scenario.sqlite(
+        "airflow.db",
+        &format!(
+            "UPDATE serialized_dag SET data = NULL, data_compressed = X'00112233' WHERE dag_id = '{BERLIN}'"
+        ),
+    );
+    let output = scenario.audit(&["--format", "json"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("serialized_dag")
+            && message.contains("data_compressed")
+            && message.contains(BERLIN)
+            && message.contains("zlib"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_dag_whose_zone_the_metadata_lacks_is_named_in_a_warning() {
+    let scenario = Scenario::copy_of("airflow/out/airflow-3.3.2");
+    scenario.sqlite(
+        "airflow.db",
+        &format!("UPDATE serialized_dag SET data = json_remove(data, '$.dag.timezone') WHERE dag_id = '{BERLIN}'"),
+    );
+    let output = scenario.audit(&["--dag", BERLIN, "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a report");
+    let warnings = report["coverage"]["warnings"].to_string();
+    assert!(
+        warnings.contains("time zone unknown for 1 DAG") && warnings.contains(BERLIN),
+        "{warnings}"
+    );
+    // ttl-risk judges from the same keys, and says so too.
+    let risk = berlin_ttl_risk(&scenario);
+    assert!(
+        risk["warnings"].to_string().contains("time zone unknown")
+            && risk["warnings"].to_string().contains(BERLIN),
+        "{}",
+        risk["warnings"]
+    );
+    // An operation that names the zone needs none from the metadata.
+    scenario.edit(
+        "onceonly.toml",
+        "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z}\"",
+        "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z}\"\ntimezone = \"Europe/Berlin\"",
+    );
+    let output = scenario.audit(&["--dag", BERLIN, "--format", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        !report["coverage"]["warnings"]
+            .to_string()
+            .contains("time zone unknown")
+    );
+}
+
+/// Changes the scenario's `airflow.db` with foreign keys unenforced (as SQLite leaves them
+/// unless told): how a row Airflow would not write gets there.
+fn unenforced(scenario: &Scenario, sql: &str) {
+    let db = rusqlite::Connection::open(scenario.path("airflow.db")).unwrap();
+    db.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    db.execute(sql, []).unwrap();
+}
+
+/// The tries the fixture's audit reads (`coverage.tries`).
+fn tries_read(output: &std::process::Output) -> u64 {
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("a report: {}", stderr(output)));
+    report["coverage"]["tries"]
+        .as_u64()
+        .expect("coverage.tries")
+}
+
+#[test]
+fn bad_try_rows_of_airflow_are_refused_naming_row_and_column_not_coerced_or_dropped() {
+    for version in VERSIONS {
+        let whole = Scenario::copy_of(&format!("airflow/out/{version}"));
+        let before = tries_read(&whole.audit(&["--format", "json"]));
+        // One try of the Berlin DAG, in each table that holds tries.
+        let one = |table: &str, set: &str| {
+            format!(
+                "UPDATE {table} SET {set} WHERE rowid = (SELECT min(rowid) FROM {table} WHERE dag_id = '{BERLIN}')"
+            )
+        };
+        for (sql, column, says) in [
+            (
+                one("task_instance", "try_number = 'abc'"),
+                "try_number",
+                "\"abc\" is not an integer",
+            ),
+            (
+                one("task_instance", "try_number = -2"),
+                "try_number",
+                "try_number -2 is below 0",
+            ),
+            (
+                one("task_instance", "map_index = 'x'"),
+                "map_index",
+                "\"x\" is not an integer",
+            ),
+            (
+                one("task_instance", "pid = 'twelve'"),
+                "pid",
+                "\"twelve\" is not an integer",
+            ),
+        ] {
+            let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+            unenforced(&scenario, &sql);
+            let output = scenario.audit(&["--format", "json"]);
+            let message = stderr(&output);
+            assert_eq!(output.status.code(), Some(2), "{version} {sql}: {message}");
+            assert!(
+                message.contains(&format!("column `{column}`")) && message.contains(says),
+                "{version} {sql}: {message}"
+            );
+        }
+
+        // A try whose run was deleted is named, not dropped.
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        unenforced(
+            &scenario,
+            &format!(
+                "DELETE FROM dag_run WHERE rowid = (SELECT min(rowid) FROM dag_run WHERE dag_id = '{BERLIN}')"
+            ),
+        );
+        let output = scenario.audit(&["--format", "json"]);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{version}: {message}");
+        assert!(
+            message.contains("has no run")
+                && message.contains(BERLIN)
+                && message.contains("column `run_id`"),
+            "{version}: {message}"
+        );
+
+        // A try number 0 is an instance that never ran: left out, the others all read.
+        let scenario = Scenario::copy_of(&format!("airflow/out/{version}"));
+        let held = scenario.sqlite_number(
+            "airflow.db",
+            &format!("SELECT count(*) FROM task_instance_history WHERE dag_id = '{BERLIN}'"),
+        );
+        assert_eq!(held, 0, "the Berlin DAG's tries are all first tries");
+        unenforced(
+            &scenario,
+            &one(
+                "task_instance",
+                "try_number = 0, state = NULL, start_date = NULL, end_date = NULL",
+            ),
+        );
+        let output = scenario.audit(&["--format", "json"]);
+        assert_eq!(
+            tries_read(&output),
+            before - 1,
+            "{version}: {}",
+            stderr(&output)
+        );
+    }
+}

@@ -1356,3 +1356,139 @@ fn a_401_that_echoes_the_credentials_shows_none_of_them() {
     );
     assert!(!message.contains(SESSION), "{message}");
 }
+
+/// The DAG the fixtures schedule in Europe/Berlin across the end of summer time.
+const BERLIN: &str = "onceonly_i_berlin_local_date";
+const BERLIN_KEY: &str = "key = \"exp:{dag_id}:{task_id}:{interval_start:%Y-%m-%dT%H:%M:%S%:z}\"";
+
+/// An audit's JSON report and its verdicts (NDJSON lines, sorted).
+fn report_and_verdicts(output: &Output, verdicts: &std::path::Path) -> (Value, Vec<Value>) {
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("a JSON report: {}", stderr(output)));
+    let mut lines: Vec<Value> = std::fs::read_to_string(verdicts)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    lines.sort_by_key(|line| line.to_string());
+    (report, lines)
+}
+
+/// What a finding says about which interval, key and tries: the fields that do not name the
+/// source it was read from.
+fn finding_facts(report: &Value) -> Vec<Value> {
+    let mut facts: Vec<Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            serde_json::json!([
+                f["code"],
+                f["dag_id"],
+                f["interval"],
+                f["op_key"],
+                f["verdict"]
+            ])
+        })
+        .collect();
+    facts.sort_by_key(|fact| fact.to_string());
+    facts
+}
+
+#[test]
+fn through_the_api_a_dags_zone_is_unknown_and_said_and_once_named_the_answers_agree() {
+    for version in [V2, V1] {
+        // What a real api-server answers for the Berlin DAG's `timezone` (recorded): the
+        // server's default zone, not the zone its serialized DAG holds. So the API cannot tell
+        // onceonly a DAG's zone.
+        let details = std::fs::read_dir(api_dir(version))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                name.contains(BERLIN) && name.contains("details")
+            })
+            .expect("the Berlin DAG's details were recorded");
+        let details: Value = serde_json::from_slice(&std::fs::read(details).unwrap()).unwrap();
+        assert_eq!(details["timezone"], "UTC", "{version}");
+        let from_db = read_db(version, Some(BERLIN));
+        assert_eq!(
+            cells(&from_db, "dag_timezone")[0].as_deref(),
+            Some("Europe/Berlin")
+        );
+
+        // Audited through the API as the config stands, the keys are formatted in UTC and the
+        // report says so, naming the DAG; through the database it does not.
+        let server = Server::start(version, Fault::None);
+        let scenario = api_scenario(version, &server, "");
+        let dir = tempfile::tempdir().unwrap();
+        let (api_verdicts, db_verdicts) =
+            (dir.path().join("api.ndjson"), dir.path().join("db.ndjson"));
+        let through_api = audit(
+            &scenario,
+            PASSWORD,
+            &["--verdicts", api_verdicts.to_str().unwrap()],
+        );
+        let (report, _) = report_and_verdicts(&through_api, &api_verdicts);
+        let warnings = report["coverage"]["warnings"].to_string();
+        assert!(
+            warnings.contains("time zone unknown for") && warnings.contains(BERLIN),
+            "{version}: {warnings}"
+        );
+        let database = Scenario::copy_of(&format!("airflow/out/{version}"));
+        let output = database.audit(&[
+            "--format",
+            "json",
+            "--verdicts",
+            db_verdicts.to_str().unwrap(),
+        ]);
+        let (report, _) = report_and_verdicts(&output, &db_verdicts);
+        assert!(
+            !report["coverage"]["warnings"]
+                .to_string()
+                .contains("time zone unknown")
+        );
+
+        // With the zone named on the operation, the API and the database give the same
+        // findings and the same verdicts for every try, the Berlin DAG's four intervals across
+        // its DST change among them.
+        let named = format!("{BERLIN_KEY}\ntimezone = \"Europe/Berlin\"");
+        scenario.edit("onceonly.toml", BERLIN_KEY, &named);
+        database.edit("onceonly.toml", BERLIN_KEY, &named);
+        let through_api = audit(
+            &scenario,
+            PASSWORD,
+            &["--verdicts", api_verdicts.to_str().unwrap()],
+        );
+        let output = database.audit(&[
+            "--format",
+            "json",
+            "--verdicts",
+            db_verdicts.to_str().unwrap(),
+        ]);
+        let (api_report, api_lines) = report_and_verdicts(&through_api, &api_verdicts);
+        let (db_report, db_lines) = report_and_verdicts(&output, &db_verdicts);
+        // The other DAGs' templates format in their DAG's zone too, which the API does not
+        // give either: they are still named, the Berlin DAG no more.
+        let warnings = api_report["coverage"]["warnings"].to_string();
+        assert!(
+            warnings.contains("time zone unknown for") && !warnings.contains(BERLIN),
+            "{version}: {warnings}"
+        );
+        assert_eq!(
+            finding_facts(&api_report),
+            finding_facts(&db_report),
+            "{version}"
+        );
+        assert_eq!(api_lines, db_lines, "{version}");
+        let berlin: Vec<&Value> = api_lines
+            .iter()
+            .filter(|line| line["dag_id"] == BERLIN)
+            .collect();
+        assert_eq!(berlin.len(), 4, "{version}: {berlin:?}");
+        assert!(
+            berlin.iter().all(|line| line["verdict"] == "committed"),
+            "{version}: {berlin:?}"
+        );
+    }
+}

@@ -96,6 +96,7 @@ pub fn run(config: &Config, options: &TtlRiskOptions) -> Result<TtlRisk> {
             .then(|| sources.into_iter().collect::<Vec<_>>().join("; ")),
         intervals: risks,
         summary,
+        warnings: audit.report.coverage.warnings.clone(),
     })
 }
 

@@ -132,6 +132,7 @@ fn runs_and_bases(prepared: &Prepared) -> Result<RunsAndBases> {
 pub fn noticed(config: &Config, prepared: &Prepared) -> Result<Noticed> {
     let mut noticed = shadowed_operations(config, prepared)?;
     noticed.without_their_try = journal_rows_without_their_try(prepared)?;
+    noticed.zones_unknown = prepared.zones_unknown.clone();
     Ok(noticed)
 }
 
@@ -181,7 +182,7 @@ fn shadowed_operations(config: &Config, prepared: &Prepared) -> Result<Noticed> 
         noticed.add(Noticed {
             shadowed: shadowed.collect(),
             auditing: BTreeSet::from([first_index]),
-            without_their_try: None,
+            ..Noticed::default()
         });
     }
     Ok(noticed)

@@ -96,6 +96,9 @@ pub struct Prepared {
     /// Provider objects a `--dag` audit left out because no DAG claims them (`objects`' columns;
     /// no rows otherwise): not the audit's to report, but still what exists for an interval.
     pub unclaimed: DataFrame,
+    /// The DAGs whose key template formats a time in the DAG's own zone while the metadata
+    /// read gives no zone for the DAG ([`zones_unknown`]): their keys' times are in UTC.
+    pub zones_unknown: BTreeSet<String>,
 }
 
 /// The try whose interval a row of a prepared frame has: a try is its own; a journal row
@@ -391,7 +394,7 @@ impl Prepared {
                     None => SourcesCoded::Journal(journal),
                 }
             });
-            let (tries, mut pipelines) = Self::prepare_tries(config, attempts)?;
+            let (tries, mut pipelines, zones_unknown) = Self::prepare_tries(config, attempts)?;
             // The tries' operation intervals are coded on a thread of their own from here on.
             let intervals = {
                 let tries = tries.clone();
@@ -408,6 +411,7 @@ impl Prepared {
                 tries,
                 journal,
                 run_count,
+                zones_unknown,
                 operations: pipelines.operations(),
                 intervals: intervals.finish()?,
                 codes: coding.finish(),
@@ -417,7 +421,10 @@ impl Prepared {
 
     /// The prepared tries: those of operation tasks, with their operation, pipeline, audit
     /// interval, interval label and expected key; and the pipelines coded so far.
-    fn prepare_tries(config: &Config, attempts: &DataFrame) -> Result<(DataFrame, Pipelines)> {
+    fn prepare_tries(
+        config: &Config,
+        attempts: &DataFrame,
+    ) -> Result<(DataFrame, Pipelines, BTreeSet<String>)> {
         let t = std::time::Instant::now();
         let step = std::time::Instant::now();
         let mut attempts = with_conf_columns(config, attempts)?;
@@ -456,9 +463,10 @@ impl Prepared {
         crate::timing::phase("prepare:tries:times", step);
         let expected = expected_key(&config.operations, &pipelines, &tries, &times)?;
         tries.with_column(expected).engine("preparing tries")?;
+        let zones_unknown = zones_unknown(&config.operations, &pipelines, &tries)?;
         let tries = model::without_read_while_preparing(&tries);
         crate::timing::phase("prepare:tries", t);
-        Ok((tries, pipelines))
+        Ok((tries, pipelines, zones_unknown))
     }
 
     /// The prepared journal: each row with its operation, its run's interval and its own try;
@@ -567,6 +575,7 @@ impl Prepared {
             object_indexes: ObjectIndexes::default(),
             journal_indexes: JournalIndexes::default(),
             unclaimed: DataFrame::empty(),
+            zones_unknown: BTreeSet::new(),
         })
     }
 }
@@ -577,6 +586,7 @@ pub struct Early<'t> {
     tries: DataFrame,
     journal: DataFrame,
     run_count: usize,
+    zones_unknown: BTreeSet<String>,
     operations: Operations,
     intervals: Intervals,
     codes: SourcesCoded<'t>,
@@ -618,14 +628,16 @@ impl<'t> Early<'t> {
             codes,
             &self.operations,
         )?;
-        Prepared::finish(
+        let mut prepared = Prepared::finish(
             config,
             (self.tries, self.journal, self.run_count),
             attributed,
             window,
             (self.intervals, self.operations),
             t,
-        )
+        )?;
+        prepared.zones_unknown = self.zones_unknown;
+        Ok(prepared)
     }
 }
 
@@ -1177,6 +1189,48 @@ pub fn interval_texts(frame: &DataFrame) -> Result<Vec<Option<String>>> {
 
 /// Each try's key under its operation's template (NULL where a placeholder is NULL), built
 /// row by row into one column, with no intermediate column per part.
+/// The DAGs of the tries whose operation's key template formats a time in the DAG's own zone
+/// (a time placeholder naming no zone, of an operation without `timezone`) while the read gave
+/// no zone for the DAG (`dag_timezone` NULL): the Airflow REST API gives none, nor does a DAG
+/// whose serialized version is gone. Their keys' times are formatted in UTC, which is right
+/// only if the DAG is scheduled in UTC.
+fn zones_unknown(
+    operations: &[Operation],
+    pipelines: &Pipelines,
+    tries: &DataFrame,
+) -> Result<BTreeSet<String>> {
+    let in_dag_zone: Vec<&str> = operations
+        .iter()
+        .filter(|op| {
+            op.key.as_ref().is_some_and(|key| {
+                key.times()
+                    .any(|(_, _, zone)| zone == crate::keys::Zone::OfDag)
+            })
+        })
+        .map(|op| op.name.as_str())
+        .collect();
+    let mut unknown = BTreeSet::new();
+    if in_dag_zone.is_empty() || tries.column("dag_timezone").is_err() {
+        return Ok(unknown);
+    }
+    let zones = crate::cells::text_column(tries, "dag_timezone")?;
+    let dags = crate::cells::text_column(tries, "dag_id")?;
+    let codes = crate::cells::code_column(tries, model::interval::PIPELINE)?;
+    for (row, code) in crate::cells::each_number(&codes).enumerate() {
+        let formats_in_dag_zone = code
+            .and_then(|code| pipelines.configured(code))
+            .is_some_and(|name| in_dag_zone.contains(&name));
+        if let Some(dag) = dags.get(row)
+            && formats_in_dag_zone
+            && zones.get(row).is_none()
+            && !unknown.contains(dag)
+        {
+            unknown.insert(dag.to_string());
+        }
+    }
+    Ok(unknown)
+}
+
 fn expected_key(
     operations: &[Operation],
     pipelines: &Pipelines,

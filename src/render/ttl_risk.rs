@@ -92,5 +92,8 @@ pub fn text(risk: &TtlRisk) -> String {
             terminal_safe(&without.schedule)
         )),
     }
+    for warning in &risk.warnings {
+        out.push_str(&format!("warning: {}\n", terminal_safe(warning)));
+    }
     out
 }

@@ -22,6 +22,9 @@ pub struct TtlRisk {
     /// Intervals of the range no run covers at all: none of the above, and a backfill would
     /// run them for the first time.
     pub without_run: WithoutRun,
+    /// What the audit it was judged from warned about (its report's `coverage.warnings`), e.g.
+    /// a DAG whose keys are formatted in UTC because its zone is unknown.
+    pub warnings: Vec<String>,
 }
 
 /// The intervals of the range the DAG's schedule has but no run covers, inferred from the

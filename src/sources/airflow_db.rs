@@ -42,7 +42,7 @@ pub struct AirflowRead {
     pub warnings: Vec<String>,
 }
 
-const REQUIRED_COMMON: [(&str, &str); 23] = [
+const REQUIRED_COMMON: [(&str, &str); 24] = [
     ("task_instance", "dag_id"),
     ("task_instance", "task_id"),
     ("task_instance", "map_index"),
@@ -66,6 +66,7 @@ const REQUIRED_COMMON: [(&str, &str); 23] = [
     // the DAG's own zone, for key templates
     ("serialized_dag", "dag_id"),
     ("serialized_dag", "data"),
+    ("serialized_dag", "data_compressed"),
     ("serialized_dag", "last_updated"),
 ];
 const REQUIRED_2: [(&str, &str); 1] = [("dag_run", "execution_date")];
@@ -228,6 +229,9 @@ impl<'f> AttemptsQuery<'f> {
     /// Reads the tries.
     pub async fn read(self, transaction: &mut ReadTransaction<'_>) -> Result<AirflowRead> {
         let attempts = self.stream(transaction).await?;
+        let (_, _, dag_like) = self.params(transaction.database);
+        let zones = compressed_zones(transaction, &dag_like).await?;
+        let attempts = with_zones(attempts, &zones)?;
         Ok(AirflowRead {
             attempts,
             version: self.version,
@@ -263,11 +267,28 @@ impl<'f> AttemptsQuery<'f> {
             Statements::Joined(sql) => {
                 let specs: Vec<&ColumnSpec> = ATTEMPTS.iter().collect();
                 let mut builders = builders(&specs);
+                let column = |name: &str| {
+                    specs
+                        .iter()
+                        .position(|spec| spec.name == name)
+                        .expect("attempts has the column")
+                };
+                let named = TryNamed::at(column);
+                // `has_run` after the columns and `conf_pickle`.
+                let mut names = names(&specs);
+                let has_run = names.len();
+                names.push("has_run");
                 transaction
-                    .for_each_row("the tries", sql, &params, &names(&specs), |number, row| {
+                    .for_each_row("the tries", sql, &params, &names, |number, row| {
                         read = number;
                         progress.row(number);
                         let at = cell_at(&database.shown, number);
+                        if row.int(has_run) == Ok(Some(0)) {
+                            return Err(named.without_run(row, &at));
+                        }
+                        if !named.ran(row, &at)? {
+                            return Ok(());
+                        }
                         push_row(row, &specs, &mut builders, &at)
                     })
                     .await?;
@@ -375,8 +396,8 @@ impl Runs {
     }
 
     /// The tries `sql` (tries.sql) reads, each joined to its run; `counted` is told the number
-    /// of each try read. A try whose run has no row here is left out, as an inner join leaves
-    /// it; one whose run failed a check fails the read with that run's error.
+    /// of each try read. A try whose run has no row here fails the read naming the try; one
+    /// whose run failed a check fails it with that run's error.
     async fn join(
         self,
         transaction: &mut ReadTransaction<'_>,
@@ -404,6 +425,7 @@ impl Runs {
         };
         let key_columns = ["dag_id", "run_id"].map(column);
         let try_columns = ["task_id", "map_index", "try_number"].map(column);
+        let named = TryNamed::at(column);
         // `latest` after the columns and `conf_pickle`.
         let mut names = names(&specs);
         let latest_column = names.len();
@@ -419,13 +441,15 @@ impl Runs {
                 let number = number - left_out;
                 let at = cell_at(&database.shown, number);
                 let latest = row.int(latest_column) == Ok(Some(1));
-                let Some((dag_id, run_id)) = run_key(row, key_columns, &at)? else {
-                    counted(number);
+                if !named.ran(row, &at)? {
+                    left_out += 1;
                     return Ok(());
+                }
+                let Some((dag_id, run_id)) = run_key(row, key_columns, &at)? else {
+                    return Err(named.without_run(row, &at));
                 };
                 let Some(run) = index.find((&dag_id, &run_id), guess) else {
-                    counted(number);
-                    return Ok(());
+                    return Err(named.without_run(row, &at));
                 };
                 guess = Some(run);
                 if latest {
@@ -820,6 +844,73 @@ fn cell_at(source: &str, number: usize) -> impl Fn(&str) -> Location + '_ {
     move |column| Location::source(source).row(number).column(column)
 }
 
+/// Where a try's identifying cells are in a row, to judge its number and name it in errors.
+struct TryNamed {
+    /// dag_id, task_id, map_index, run_id, try_number.
+    columns: [usize; 5],
+}
+
+impl TryNamed {
+    fn at(column: impl Fn(&str) -> usize) -> TryNamed {
+        TryNamed {
+            columns: ["dag_id", "task_id", "map_index", "run_id", "try_number"].map(column),
+        }
+    }
+
+    /// Whether the row is a try that ran: Airflow numbers tries from 1, and an instance that
+    /// never ran has try 0 (left out); a number below 0, or not a number, is bad input. A NULL
+    /// number is left to the column's own check.
+    fn ran(&self, row: &Cells<'_>, at: &dyn Fn(&str) -> Location) -> Result<bool> {
+        match row.int(self.columns[4]) {
+            Ok(Some(0)) => Ok(false),
+            Ok(Some(number)) if number < 0 => Err(Error::input(
+                at("try_number"),
+                format!(
+                    "{}: try_number {number} is below 0 (Airflow numbers tries from 1; 0 is an instance that never ran)",
+                    self.describe(row)
+                ),
+            )),
+            Ok(_) => Ok(true),
+            Err(message) => Err(Error::input(
+                at("try_number"),
+                format!("{}: {message}", self.describe(row)),
+            )),
+        }
+    }
+
+    /// The error for a try whose run is not in `dag_run`: it has no interval to be audited in,
+    /// and leaving it out would hide a try.
+    fn without_run(&self, row: &Cells<'_>, at: &dyn Fn(&str) -> Location) -> Error {
+        Error::input(
+            at("run_id"),
+            format!(
+                "{} has no run: dag_run has no row for its dag_id and run_id (a try without its run has no interval to audit; the metadata database is inconsistent)",
+                self.describe(row)
+            ),
+        )
+    }
+
+    /// `dag.task[map] try N of run R`, from whatever of it the row's cells give.
+    fn describe(&self, row: &Cells<'_>) -> String {
+        // PostgreSQL gives integers only as integers, SQLite either way.
+        let text = |column: usize| match (row.text(column), row.int(column)) {
+            (Ok(Some(text)), _) => text.into_owned(),
+            (_, Ok(Some(number))) => number.to_string(),
+            (Ok(None), _) | (_, Ok(None)) => "NULL".to_string(),
+            (Err(_), Err(_)) => "?".to_string(),
+        };
+        let [dag, task, map, run, number] = self.columns;
+        format!(
+            "try {} of {}.{}[{}] in run `{}`",
+            text(number),
+            text(dag),
+            text(task),
+            text(map),
+            text(run)
+        )
+    }
+}
+
 /// A row's dag_id and run_id (the cells at `columns`), None where either is NULL: NULL never
 /// equals anything, so such a row has no run, or no try, to be joined to.
 fn run_key<'r>(
@@ -905,13 +996,7 @@ fn conf(
         let Some(hex) = hex.filter(|hex| !hex.is_empty()) else {
             return Ok(None);
         };
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                hex.get(i..i + 2)
-                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-            })
-            .collect::<Option<Vec<u8>>>()
+        let bytes = unhex(&hex)
             .ok_or_else(|| Error::input(at("conf"), "the pickled conf is not valid hex"))?;
         let value = pickle::to_json(&bytes).map_err(|message| {
             Error::input(
@@ -922,6 +1007,112 @@ fn conf(
         return Ok(Some(value.to_string()));
     }
     Ok(row.text(column).map_err(failed)?.map(Cow::into_owned))
+}
+
+/// The bytes of a query's `hex()` (SQLite) or `encode(…, 'hex')` (PostgreSQL) text.
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect()
+}
+
+/// The most a compressed serialized DAG may inflate to: Airflow's largest DAGs serialize to a
+/// few megabytes; a row past this is refused rather than inflated without bound.
+const SERIALIZED_DAG_LIMIT: u64 = 256 << 20;
+
+/// The zone of each audited DAG whose newest serialized version is compressed
+/// (`compressed_zones.sql`): `dag.timezone` of the decompressed JSON, an IANA name or an offset
+/// in seconds, as text, as the uncompressed rows give it.
+async fn compressed_zones(
+    transaction: &mut ReadTransaction<'_>,
+    dag_like: &str,
+) -> Result<BTreeMap<String, Option<String>>> {
+    let database = transaction.database;
+    let sql = match database.dialect {
+        Dialect::Sqlite => include_str!("../../queries/airflow/sqlite/compressed_zones.sql"),
+        Dialect::Postgres => include_str!("../../queries/airflow/postgres/compressed_zones.sql"),
+        Dialect::Mysql => return Err(mysql_refused(database)),
+    };
+    let mut zones = BTreeMap::new();
+    transaction
+        .for_each_row(
+            "the compressed serialized DAGs",
+            sql,
+            &[Param::Text(dag_like)],
+            &["dag_id", "compressed"],
+            |number, row| {
+                let at = |column: &str| {
+                    Location::source(format!("{} table serialized_dag", database.shown))
+                        .row(number)
+                        .column(column)
+                };
+                let text = |column: usize, name: &str| {
+                    row.text(column)
+                        .map_err(|message| Error::input(at(name), message))
+                };
+                let dag = text(0, "dag_id")?.map(Cow::into_owned).unwrap_or_default();
+                let hex = text(1, "data_compressed")?.unwrap_or_default();
+                let zone = serialized_zone(&hex).map_err(|message| {
+                    Error::input(at("data_compressed"), format!("DAG `{dag}`: {message}"))
+                })?;
+                zones.insert(dag, zone);
+                Ok(())
+            },
+        )
+        .await?;
+    Ok(zones)
+}
+
+/// `dag.timezone` of a serialized DAG compressed as Airflow compresses it (zlib of the JSON),
+/// given as hex.
+fn serialized_zone(hex: &str) -> std::result::Result<Option<String>, String> {
+    use std::io::Read;
+    let bytes = unhex(hex).ok_or("the compressed serialized DAG is not valid hex")?;
+    let mut json = Vec::new();
+    flate2::read::ZlibDecoder::new(bytes.as_slice())
+        .take(SERIALIZED_DAG_LIMIT + 1)
+        .read_to_end(&mut json)
+        .map_err(|err| format!("cannot decompress the serialized DAG (zlib): {err}"))?;
+    if json.len() as u64 > SERIALIZED_DAG_LIMIT {
+        return Err(format!(
+            "the serialized DAG inflates past {} MiB",
+            SERIALIZED_DAG_LIMIT >> 20
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(&json)
+        .map_err(|err| format!("the decompressed serialized DAG is not JSON ({err})"))?;
+    match value.pointer("/dag/timezone") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(zone)) => Ok(Some(zone.clone())),
+        Some(serde_json::Value::Number(offset)) => Ok(Some(offset.to_string())),
+        Some(other) => Err(format!(
+            "dag.timezone is {other}, neither a zone name nor an offset in seconds"
+        )),
+    }
+}
+
+/// `attempts` with the zones of DAGs serialized compressed filled in where `dag_timezone` is
+/// NULL.
+fn with_zones(attempts: DataFrame, zones: &BTreeMap<String, Option<String>>) -> Result<DataFrame> {
+    if zones.is_empty() {
+        return Ok(attempts);
+    }
+    let dags = crate::cells::text_column(&attempts, "dag_id")?;
+    let current = crate::cells::text_column(&attempts, "dag_timezone")?;
+    let filled: StringChunked = dags
+        .iter()
+        .zip(current.iter())
+        .map(|(dag, zone)| zone.or_else(|| dag.and_then(|dag| zones.get(dag)?.as_deref())))
+        .collect();
+    let mut attempts = attempts;
+    attempts
+        .with_column(filled.with_name("dag_timezone".into()).into_column())
+        .engine("the compressed DAGs' zones")?;
+    Ok(attempts)
 }
 
 /// A glob as a SQL LIKE pattern with `\` as the escape character.

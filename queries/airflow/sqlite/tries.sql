@@ -14,6 +14,9 @@
 --             ?3 dag_id LIKE pattern (escape character \).
 -- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
 -- --since or --until: the semi-join to audited_runs then keeps every run and costs most of the read.
+-- The integers are not CAST: a text such as 'abc' would become 0; the reader refuses it naming
+-- the row. Nor are tries left out here: a try number below 1 is the reader's to judge (0: the
+-- instance never ran; below 0: bad input).
 -- No ORDER BY: the audit does not depend on row order, and sorting a million tries here took
 -- a quarter of the read.
 -- No join to dag_run: SQLite joins by looking each try's run up in dag_run's index and then in
@@ -43,17 +46,16 @@ audited_runs AS (
 )
 SELECT CAST(t.dag_id AS TEXT) AS dag_id,
        CAST(t.task_id AS TEXT) AS task_id,
-       CAST(t.map_index AS INTEGER) AS map_index,
+       t.map_index AS map_index,
        CAST(t.run_id AS TEXT) AS run_id,
-       CAST(t.try_number AS INTEGER) AS try_number,
+       t.try_number AS try_number,
        CAST(t.state AS TEXT) AS state,
        CAST(t.start_date AS TEXT) AS start_date,
        CAST(t.end_date AS TEXT) AS end_date,
        CAST(t.hostname AS TEXT) AS hostname,
-       CAST(t.pid AS INTEGER) AS pid,
+       t.pid AS pid,
        CAST(t.queued_dttm AS TEXT) AS queued_at,
        CAST(t.heartbeat_at AS TEXT) AS heartbeat_at,
        t.latest AS latest
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
-WHERE t.try_number >= 1

@@ -23,7 +23,7 @@ SELECT CAST(dr.dag_id AS TEXT) AS dag_id,
        CAST(dr.execution_date AS TEXT) AS run_after,
        -- 2.x pickles conf: the reader decodes the hex.
        hex(dr.conf) AS conf_pickle,
-       CAST(dr.clear_number AS INTEGER) AS clear_number,
+       dr.clear_number AS clear_number,
        z.timezone AS dag_timezone
 FROM dag_run AS dr
 LEFT JOIN zones AS z ON z.dag_id = dr.dag_id

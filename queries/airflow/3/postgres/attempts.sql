@@ -5,6 +5,9 @@
 -- nothing for the server to format or the reader to parse.
 -- The latest try's last heartbeat is on its row (`last_heartbeat_at`); history rows are
 -- finished tries and have none.
+-- A try whose run has no dag_run row is kept (LEFT JOIN, `has_run` 0) and tries of every
+-- number are read: the reader refuses the first and judges the second (0: never ran; below 0:
+-- bad input), where a JOIN or a WHERE would drop them unseen.
 -- Parameters: $1 since, $2 until (activity window, RFC 3339), $3 dag_id LIKE pattern (escape \).
 -- A line ending `-- onceonly: only when filtered` is left out when the audit has no --dag,
 -- --since or --until: the semi-join to audited_runs then keeps every run and costs most of the read.
@@ -60,9 +63,9 @@ SELECT t.dag_id::text AS dag_id,
        dr.run_after AS run_after,
        dr.conf::text AS conf,
        dr.clear_number::bigint AS clear_number,
-       z.timezone::text AS dag_timezone
+       z.timezone::text AS dag_timezone,
+       CASE WHEN dr.run_id IS NULL THEN 0 ELSE 1 END::bigint AS has_run
 FROM tries AS t
 JOIN audited_runs AS a ON a.dag_id = t.dag_id AND a.run_id = t.run_id  -- onceonly: only when filtered
-JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
+LEFT JOIN dag_run AS dr ON dr.dag_id = t.dag_id AND dr.run_id = t.run_id
 LEFT JOIN zones AS z ON z.dag_id = t.dag_id
-WHERE t.try_number >= 1

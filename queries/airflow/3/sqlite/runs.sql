@@ -21,7 +21,7 @@ SELECT CAST(dr.dag_id AS TEXT) AS dag_id,
        CAST(dr.logical_date AS TEXT) AS logical_date,
        CAST(dr.run_after AS TEXT) AS run_after,
        CAST(dr.conf AS TEXT) AS conf,
-       CAST(dr.clear_number AS INTEGER) AS clear_number,
+       dr.clear_number AS clear_number,
        z.timezone AS dag_timezone
 FROM dag_run AS dr
 LEFT JOIN zones AS z ON z.dag_id = dr.dag_id
