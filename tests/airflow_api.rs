@@ -115,6 +115,8 @@ enum Fault {
     Drop(&'static str),
     /// Add one to `total_entries` on pages after the first of paths ending with this.
     TotalMoves(&'static str),
+    /// Give every try of tries listings whose path ends with this the try number -2.
+    NegativeTry(&'static str),
 }
 
 /// A request served: method, path?query, and how it was answered (`recorded`, `derived`,
@@ -307,6 +309,13 @@ fn serve(
         Fault::TotalMoves(end) if path.ends_with(end) && !query.ends_with("offset=0") => {
             let mut value: Value = serde_json::from_slice(&answer).unwrap();
             value["total_entries"] = (value["total_entries"].as_u64().unwrap() + 1).into();
+            answer = serde_json::to_vec(&value).unwrap();
+        }
+        Fault::NegativeTry(end) if path.ends_with(end) && status == 200 => {
+            let mut value: Value = serde_json::from_slice(&answer).unwrap();
+            for tri in value["task_instances"].as_array_mut().unwrap() {
+                tri["try_number"] = (-2).into();
+            }
             answer = serde_json::to_vec(&value).unwrap();
         }
         _ => {}
@@ -836,6 +845,10 @@ fn broken_pages_fail_naming_url_and_page() {
         (
             Fault::TotalMoves("/dagRuns"),
             "(page 2 of DAG runs): total_entries changed from 3 to 4",
+        ),
+        (
+            Fault::NegativeTry("/export/tries"),
+            "(page 1 of tries), entry 1: `try_number` is -2, below 0",
         ),
     ] {
         let server = Server::start(V2, fault);

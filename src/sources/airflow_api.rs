@@ -667,8 +667,13 @@ impl Client<'_> {
             let try_number = at
                 .int(item, "try_number")?
                 .ok_or_else(|| at.null("try_number"))?;
-            if try_number < 1 {
-                // Never ran (the SQL reader skips try 0 as well).
+            if try_number < 0 {
+                return Err(at.fail(format!(
+                    "`try_number` is {try_number}, below 0 (Airflow numbers tries from 1; 0 is an instance that never ran)"
+                )));
+            }
+            if try_number == 0 {
+                // Never ran (the SQL reader leaves try 0 out as well).
                 continue;
             }
             let tri = Try {
