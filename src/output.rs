@@ -33,6 +33,26 @@ fn stdout_bytes(bytes: &[u8]) -> Result<()> {
     }
 }
 
+/// Writes what `fill` writes to stdout through a buffer, as [`stdout`] writes text.
+pub fn stdout_with(fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    match fill(&mut out).and_then(|()| out.flush()) {
+        Err(err) if err.kind() == ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(|err| Error::io("stdout", err)),
+    }
+}
+
+/// Writes `value` as pretty JSON and a newline, as `serde_json::to_string_pretty` and a
+/// pushed `\n` would make it, without making the text first.
+pub fn pretty_json<T: serde::Serialize + ?Sized>(
+    value: &T,
+) -> impl FnOnce(&mut dyn Write) -> std::io::Result<()> + '_ {
+    move |out| {
+        serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")
+    }
+}
+
 /// Writes `bytes` to the file `path` names, as [`files`] writes each of its files.
 pub fn file(path: &Path, bytes: &[u8]) -> Result<()> {
     files(&[(path, bytes)])
@@ -106,6 +126,18 @@ impl Batch {
 
     /// Adds `bytes` for `path`; a regular file's bytes are written to its temporary file now.
     pub fn add(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        self.add_with(path, |out| out.write_all(bytes))
+    }
+
+    /// Adds what `fill` writes for `path`. A regular file's temporary file is written now,
+    /// through a buffer, so a large output (a report of millions of findings) is never held
+    /// whole; a device, pipe or stdout gets it at [`commit`](Self::commit), so it is held
+    /// until then.
+    pub fn add_with(
+        &mut self,
+        path: &Path,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<()> {
         match target(path)? {
             Target::Replace {
                 path,
@@ -113,8 +145,12 @@ impl Batch {
                 shown,
             } => self
                 .staged
-                .push(Staged::write(&path, bytes, permissions, &shown)?),
-            other => self.in_place.push((other, bytes.to_vec())),
+                .push(Staged::write(&path, fill, permissions, &shown)?),
+            other => {
+                let mut bytes = Vec::new();
+                fill(&mut bytes).map_err(|err| Error::io(path.display().to_string(), err))?;
+                self.in_place.push((other, bytes));
+            }
         }
         Ok(())
     }
@@ -185,12 +221,13 @@ struct Staged {
 }
 
 impl Staged {
-    /// Writes `bytes` into a new file `.NAME.RANDOM.tmp` beside `target`: created exclusively
-    /// and never through a symbolic link (`O_EXCL | O_NOFOLLOW`), so nothing planted under a
-    /// name is written through, and named from 128 random bits, so no name can be planted.
+    /// Writes what `fill` writes into a new file `.NAME.RANDOM.tmp` beside `target`: created
+    /// exclusively and never through a symbolic link (`O_EXCL | O_NOFOLLOW`), so nothing
+    /// planted under a name is written through, and named from 128 random bits, so no name can
+    /// be planted.
     fn write(
         target: &Path,
-        bytes: &[u8],
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
         permissions: Option<std::fs::Permissions>,
         shown: &str,
     ) -> Result<Staged> {
@@ -232,10 +269,16 @@ impl Staged {
                 }
             }
         };
-        let written = file.write_all(bytes).and_then(|()| match permissions {
-            Some(permissions) => file.set_permissions(permissions),
-            None => Ok(()),
-        });
+        let written = (|| {
+            let mut buffered = std::io::BufWriter::with_capacity(1 << 20, &mut file);
+            fill(&mut buffered)?;
+            buffered.flush()?;
+            drop(buffered);
+            match permissions {
+                Some(permissions) => file.set_permissions(permissions),
+                None => Ok(()),
+            }
+        })();
         match written {
             Ok(()) => Ok(staged),
             Err(err) => {

@@ -167,21 +167,24 @@ pub fn write(
         let bytes = output::verdicts_bytes(path, render::verdicts_kept(verdicts)?)?;
         files.add(path, &bytes)?;
     }
-    // The plan's text and the report's are made side by side (the larger outputs of an audit
-    // with a plan), and written in the order below.
+    // JSON, the largest form of a report and a plan, is written as it is serialized, never
+    // held whole. The other forms of the plan's text and the report's are made side by side,
+    // and written in the order below.
+    let plan_path = plan.zip(outputs.plan.as_deref());
+    let report_json = outputs.format == Format::Json;
     let (plan_file, text) = crate::parallel::side_by_side(
-        || {
-            plan.zip(outputs.plan.as_deref())
-                .map(|(plan, path)| (path, plan_text(path, plan)))
-        },
+        || plan_path.map(|(plan, path)| (path, plan_text(path, plan))),
         || match outputs.output {
-            Some(_) => render::render_for_file(report, outputs.format, verdicts),
-            None => render::render(report, outputs.format, verdicts),
+            _ if report_json => Ok(None),
+            Some(_) => render::render_for_file(report, outputs.format, verdicts).map(Some),
+            None => render::render(report, outputs.format, verdicts).map(Some),
         },
     );
     if let Some(plan) = plan {
-        if let Some((path, text)) = plan_file {
-            files.add(path, text.as_bytes())?;
+        match plan_file {
+            Some((path, Some(text))) => files.add(path, text.as_bytes())?,
+            Some((path, None)) => files.add_with(path, output::pretty_json(plan))?,
+            None => {}
         }
         if let Some(path) = &outputs.sql {
             let script = crate::plan::sql::script(plan, &config.journal, sql_dialect(config)?)?;
@@ -198,11 +201,17 @@ pub fn write(
     }
     let text = text?;
     if let Some(path) = &outputs.output {
-        files.add(path, text.as_bytes())?;
+        match &text {
+            Some(text) => files.add(path, text.as_bytes())?,
+            None => files.add_with(path, output::pretty_json(report))?,
+        }
     }
     files.commit()?;
     if outputs.output.is_none() {
-        output::stdout(&text)?;
+        match &text {
+            Some(text) => output::stdout(text)?,
+            None => output::stdout_with(output::pretty_json(report))?,
+        }
     }
     crate::timing::phase("render", rendering);
     if outputs.format == Format::Table && outputs.output.is_none() {
@@ -211,20 +220,34 @@ pub fn write(
     Ok(())
 }
 
-/// The plan as the file name asks: markdown (.md), text (.txt), else the JSON document.
-fn plan_text(path: &Path, plan: &Plan) -> String {
+/// The form of a plan file its name asks for: markdown (.md), text (.txt), else the JSON
+/// document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PlanForm {
+    Markdown,
+    Text,
+    Json,
+}
+
+fn plan_form(path: &Path) -> PlanForm {
     match path
         .extension()
         .and_then(|ext| ext.to_str())
         .map(str::to_ascii_lowercase)
         .as_deref()
     {
-        Some("md") => render::plan::markdown(plan),
-        Some("txt") => render::plan::text(plan),
-        _ => {
-            let mut json = serde_json::to_string_pretty(plan).expect("a plan always serializes");
-            json.push('\n');
-            json
-        }
+        Some("md") => PlanForm::Markdown,
+        Some("txt") => PlanForm::Text,
+        _ => PlanForm::Json,
+    }
+}
+
+/// The plan's text in the form its file name asks for; None for JSON, which is written as it
+/// is serialized (`output::pretty_json`).
+fn plan_text(path: &Path, plan: &Plan) -> Option<String> {
+    match plan_form(path) {
+        PlanForm::Markdown => Some(render::plan::markdown(plan)),
+        PlanForm::Text => Some(render::plan::text(plan)),
+        PlanForm::Json => None,
     }
 }

@@ -844,7 +844,9 @@ pub fn config(dags: usize, layout: Layout, url: Option<&str>) -> String {
     let operation = |name: &str, dag_id: &str| {
         format!(
             "\n[[operation]]\nname = \"{name}\"\ndag_id = \"{dag_id}\"\ntask_id = \"export\"\n\
-             key = \"synth:{{dag_id}}:{{interval_start:%Y-%m-%dT%H}}\"\n"
+             key = \"synth:{{dag_id}}:{{interval_start:%Y-%m-%dT%H}}\"\n\
+             # the synthetic DAGs are scheduled in UTC and have no serialized version\n\
+             timezone = \"UTC\"\n"
         )
     };
     match layout {
