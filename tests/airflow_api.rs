@@ -1437,27 +1437,33 @@ fn through_the_api_a_dags_zone_is_unknown_and_said_and_once_named_the_answers_ag
         let dir = tempfile::tempdir().unwrap();
         let (api_verdicts, db_verdicts) =
             (dir.path().join("api.ndjson"), dir.path().join("db.ndjson"));
-        let through_api = audit(
-            &scenario,
-            PASSWORD,
-            &["--verdicts", api_verdicts.to_str().unwrap()],
-        );
-        let (report, _) = report_and_verdicts(&through_api, &api_verdicts);
+        let database = Scenario::copy_of(&format!("airflow/out/{version}"));
+        // Each scenario audited, the API's and the database's: report and verdicts.
+        let both = |scenario: &Scenario, database: &Scenario| {
+            let through_api = audit(
+                scenario,
+                PASSWORD,
+                &["--verdicts", api_verdicts.to_str().unwrap()],
+            );
+            let output = database.audit(&[
+                "--format",
+                "json",
+                "--verdicts",
+                db_verdicts.to_str().unwrap(),
+            ]);
+            (
+                report_and_verdicts(&through_api, &api_verdicts),
+                report_and_verdicts(&output, &db_verdicts),
+            )
+        };
+        let ((report, _), (db_report, _)) = both(&scenario, &database);
         let warnings = report["coverage"]["warnings"].to_string();
         assert!(
             warnings.contains("time zone unknown for") && warnings.contains(BERLIN),
             "{version}: {warnings}"
         );
-        let database = Scenario::copy_of(&format!("airflow/out/{version}"));
-        let output = database.audit(&[
-            "--format",
-            "json",
-            "--verdicts",
-            db_verdicts.to_str().unwrap(),
-        ]);
-        let (report, _) = report_and_verdicts(&output, &db_verdicts);
         assert!(
-            !report["coverage"]["warnings"]
+            !db_report["coverage"]["warnings"]
                 .to_string()
                 .contains("time zone unknown")
         );
@@ -1468,19 +1474,7 @@ fn through_the_api_a_dags_zone_is_unknown_and_said_and_once_named_the_answers_ag
         let named = format!("{BERLIN_KEY}\ntimezone = \"Europe/Berlin\"");
         scenario.edit("onceonly.toml", BERLIN_KEY, &named);
         database.edit("onceonly.toml", BERLIN_KEY, &named);
-        let through_api = audit(
-            &scenario,
-            PASSWORD,
-            &["--verdicts", api_verdicts.to_str().unwrap()],
-        );
-        let output = database.audit(&[
-            "--format",
-            "json",
-            "--verdicts",
-            db_verdicts.to_str().unwrap(),
-        ]);
-        let (api_report, api_lines) = report_and_verdicts(&through_api, &api_verdicts);
-        let (db_report, db_lines) = report_and_verdicts(&output, &db_verdicts);
+        let ((api_report, api_lines), (db_report, db_lines)) = both(&scenario, &database);
         // The other DAGs' templates format in their DAG's zone too, which the API does not
         // give either: they are still named, the Berlin DAG no more.
         let warnings = api_report["coverage"]["warnings"].to_string();

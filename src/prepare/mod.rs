@@ -1187,8 +1187,6 @@ pub fn interval_texts(frame: &DataFrame) -> Result<Vec<Option<String>>> {
         .collect())
 }
 
-/// Each try's key under its operation's template (NULL where a placeholder is NULL), built
-/// row by row into one column, with no intermediate column per part.
 /// The DAGs of the tries whose operation's key template formats a time in the DAG's own zone
 /// (a time placeholder naming no zone, of an operation without `timezone`) while the read gave
 /// no zone for the DAG (`dag_timezone` NULL): the Airflow REST API gives none, nor does a DAG
@@ -1231,6 +1229,8 @@ fn zones_unknown(
     Ok(unknown)
 }
 
+/// Each try's key under its operation's template (NULL where a placeholder is NULL), built
+/// row by row into one column, with no intermediate column per part.
 fn expected_key(
     operations: &[Operation],
     pipelines: &Pipelines,

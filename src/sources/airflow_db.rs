@@ -267,13 +267,7 @@ impl<'f> AttemptsQuery<'f> {
             Statements::Joined(sql) => {
                 let specs: Vec<&ColumnSpec> = ATTEMPTS.iter().collect();
                 let mut builders = builders(&specs);
-                let column = |name: &str| {
-                    specs
-                        .iter()
-                        .position(|spec| spec.name == name)
-                        .expect("attempts has the column")
-                };
-                let named = TryNamed::at(column);
+                let named = TryNamed::at(|name| place(&specs, name));
                 // `has_run` after the columns and `conf_pickle`.
                 let mut names = names(&specs);
                 let has_run = names.len();
@@ -417,12 +411,7 @@ impl Runs {
             .filter(|spec| !Runs::COLUMNS.contains(&spec.name))
             .collect();
         let mut builders = builders(&specs);
-        let column = |name: &str| {
-            specs
-                .iter()
-                .position(|spec| spec.name == name)
-                .expect("a try has its key's columns")
-        };
+        let column = |name: &str| place(&specs, name);
         let key_columns = ["dag_id", "run_id"].map(column);
         let try_columns = ["task_id", "map_index", "try_number"].map(column);
         let named = TryNamed::at(column);
@@ -844,6 +833,14 @@ fn cell_at(source: &str, number: usize) -> impl Fn(&str) -> Location + '_ {
     move |column| Location::source(source).row(number).column(column)
 }
 
+/// The place of the column `name` among `specs`, the columns a statement's rows are read by.
+fn place(specs: &[&ColumnSpec], name: &str) -> usize {
+    specs
+        .iter()
+        .position(|spec| spec.name == name)
+        .expect("the statement reads a try's identifying columns")
+}
+
 /// Where a try's identifying cells are in a row, to judge its number and name it in errors.
 struct TryNamed {
     /// dag_id, task_id, map_index, run_id, try_number.
@@ -890,7 +887,7 @@ impl TryNamed {
         )
     }
 
-    /// `dag.task[map] try N of run R`, from whatever of it the row's cells give.
+    /// `try N of dag.task[map] in run `R``, from whatever of it the row's cells give.
     fn describe(&self, row: &Cells<'_>) -> String {
         // PostgreSQL gives integers only as integers, SQLite either way.
         let text = |column: usize| match (row.text(column), row.int(column)) {
